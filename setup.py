@@ -1,0 +1,55 @@
+"""Build the Cython engine of skbayes_sg.
+
+Every ``.pyx`` under ``skbayes_sg/`` becomes one extension module.  The
+modules that draw random numbers link numpy's ``npyrandom`` and ``npymath``
+static libraries (without them the import fails with an undefined symbol).
+"""
+import os
+from pathlib import Path
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+HERE = Path(__file__).parent
+NUMPY_DIR = Path(np.get_include()).parent.parent  # .../numpy
+NUMPY_LIB_DIRS = [
+    str(NUMPY_DIR / "random" / "lib"),
+    str(NUMPY_DIR / "_core" / "lib"),
+    str(NUMPY_DIR / "core" / "lib"),  # numpy < 2
+]
+
+
+def make_extensions():
+    extensions = []
+    for pyx in sorted((HERE / "skbayes_sg").rglob("*.pyx")):
+        rel = pyx.relative_to(HERE)
+        name = ".".join(rel.with_suffix("").parts)
+        extensions.append(
+            Extension(
+                name,
+                [str(rel)],
+                include_dirs=[np.get_include()],
+                library_dirs=[d for d in NUMPY_LIB_DIRS if os.path.isdir(d)],
+                libraries=["npyrandom", "npymath", "m"],
+                define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                extra_compile_args=["-O3"],
+            )
+        )
+    return extensions
+
+
+setup(
+    ext_modules=cythonize(
+        make_extensions(),
+        compiler_directives={
+            "language_level": 3,
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "initializedcheck": False,
+            "embedsignature": True,
+        },
+    ),
+    package_data={"skbayes_sg": ["**/*.pxd"]},
+)
