@@ -1,0 +1,165 @@
+"""Everything computed once per ``fit`` before the chains start.
+
+A :class:`FitContext` holds the validated data, the GLM, the prior and the
+fit-level quantities several pieces need (curvature bound L, the mode,
+per-datum gradient moments).  Expensive pieces are computed lazily and
+cached, so an estimator that needs the mode pays for it once, and one that
+does not never does.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import minimize
+
+from ._glm import GLM, linear_predictor, potential_and_grad
+
+ROW_CHUNK = 8192
+
+
+@dataclass
+class FitContext:
+    """Data and model of one fit (shared by every chain; never copied).
+
+    Parameters
+    ----------
+    X : ndarray (C-contiguous float32/float64) or CSR matrix
+    y : ndarray of shape (n,), float64
+    glm : GLM
+    alpha : float
+        Prior precision.
+    fit_intercept : bool
+    batch_size : int
+        The minibatch size b (already clipped to [1, n]).
+    """
+
+    X: object
+    y: np.ndarray
+    glm: GLM
+    alpha: float
+    fit_intercept: bool
+    batch_size: int
+    _cache: dict = field(default_factory=dict, repr=False)
+    n_grad_evals: int = 0   # per-datum gradient evaluations spent on setup (mode, ...)
+
+    @property
+    def n(self):
+        return self.X.shape[0]
+
+    @property
+    def dext(self):
+        return self.X.shape[1] + int(self.fit_intercept)
+
+    @property
+    def dim(self):
+        return self.glm.n_outputs * self.dext
+
+    # ------------------------------------------------------------------
+    def potential_and_grad(self, theta):
+        """Exact ``U(theta)`` and its gradient (numpy)."""
+        return potential_and_grad(theta, self.X, self.y, self.glm, self.alpha,
+                                  self.fit_intercept)
+
+    def mode(self):
+        """MAP estimate ``theta_hat`` by L-BFGS on the exact objective (cached)."""
+        if "mode" not in self._cache:
+            x0 = np.zeros(self.dim)
+            # scale-aware tolerance: stop when the gradient is tiny relative to
+            # its size at the origin
+            _, g0 = self.potential_and_grad(x0)
+            gtol = 1e-10 * max(1.0, np.max(np.abs(g0)))
+            res = minimize(self.potential_and_grad, x0, jac=True, method="L-BFGS-B",
+                           options={"maxiter": 2000, "gtol": gtol, "ftol": 1e-15})
+            self.n_grad_evals += int(res.nfev) * self.n
+            self._cache["mode"] = res.x
+            self._cache["mode_result"] = res
+        return self._cache["mode"]
+
+    def curvature_bound(self):
+        """L >= lambda_max(grad^2 U) for every theta: alpha + c lambda_max(X_ext^T X_ext)."""
+        if "L" not in self._cache:
+            self._cache["L"] = self.alpha + self.glm.curvature_bound() * self.gram_norm()
+        return self._cache["L"]
+
+    def gram_norm(self, col_scale=None):
+        """lambda_max of ``D X_ext^T X_ext D`` (D = diag(col_scale)) by power iteration."""
+        key = ("gram", None if col_scale is None else col_scale.tobytes())
+        if key not in self._cache:
+            self._cache[key] = _power_iteration(self.X, self.fit_intercept, col_scale)
+        return self._cache[key]
+
+    def gradient_moments(self, theta):
+        """Mean and mean square over i of the per-datum gradients at theta.
+
+        Returns
+        -------
+        mean : ndarray of shape (dim,)
+            ``(1/n) sum_i grad U_i(theta)``.
+        mean_sq : ndarray of shape (dim,)
+            ``(1/n) sum_i grad U_i(theta)**2`` (elementwise).
+        """
+        K, dext, d = self.glm.n_outputs, self.dext, self.X.shape[1]
+        Theta = theta.reshape(K, dext)
+        s1 = np.zeros((K, dext))
+        s2 = np.zeros((K, dext))
+        for start in range(0, self.n, ROW_CHUNK):
+            Xc = self.X[start:start + ROW_CHUNK]
+            R = self.glm.residual(linear_predictor(Xc, Theta, self.fit_intercept),
+                                  self.y[start:start + ROW_CHUNK])
+            X2 = Xc.multiply(Xc) if sp.issparse(Xc) else np.square(Xc, dtype=np.float64)
+            s1[:, :d] += np.asarray(Xc.T @ R).T
+            s2[:, :d] += np.asarray(X2.T @ (R * R)).T
+            if self.fit_intercept:
+                s1[:, d] += R.sum(axis=0)
+                s2[:, d] += (R * R).sum(axis=0)
+        self.n_grad_evals += self.n
+        return s1.ravel() / self.n, s2.ravel() / self.n
+
+    def hessian_diag(self, theta):
+        """Diagonal of ``grad^2 U(theta)`` (prior included), shape (dim,)."""
+        K, dext, d = self.glm.n_outputs, self.dext, self.X.shape[1]
+        Theta = theta.reshape(K, dext)
+        out = np.zeros((K, dext))
+        for start in range(0, self.n, ROW_CHUNK):
+            Xc = self.X[start:start + ROW_CHUNK]
+            Hw = self.glm.hessian_weights(linear_predictor(Xc, Theta, self.fit_intercept),
+                                          self.y[start:start + ROW_CHUNK])
+            Hw = Hw[:, None] if Hw.ndim == 1 else np.einsum("nkk->nk", Hw)  # (rows, K)
+            X2 = Xc.multiply(Xc) if sp.issparse(Xc) else np.square(Xc, dtype=np.float64)
+            out[:, :d] += np.asarray(X2.T @ Hw).T
+            if self.fit_intercept:
+                out[:, d] += Hw.sum(axis=0)
+        return out.ravel() + self.alpha
+
+
+def _power_iteration(X, fit_intercept, col_scale=None, n_iter=100, tol=1e-6, seed=0):
+    """Largest eigenvalue of ``D X_ext^T X_ext D`` (X_ext = (X, 1))."""
+    d = X.shape[1]
+    dext = d + int(fit_intercept)
+    if X.shape[0] == 0 or dext == 0:
+        return 0.0
+    D = np.ones(dext) if col_scale is None else np.asarray(col_scale, dtype=np.float64)
+    v = np.random.default_rng(seed).standard_normal(dext)
+    v /= np.linalg.norm(v)
+    lam = 0.0
+    for _ in range(n_iter):
+        u = D * v
+        z = np.asarray(X @ u[:d], dtype=np.float64)
+        if fit_intercept:
+            z = z + u[d]
+        w = np.empty(dext)
+        w[:d] = np.asarray(X.T @ z, dtype=np.float64)
+        if fit_intercept:
+            w[d] = z.sum()
+        w *= D
+        new = float(v @ w)
+        norm = np.linalg.norm(w)
+        if norm == 0:
+            return 0.0
+        v = w / norm
+        if abs(new - lam) <= tol * abs(new):
+            lam = new
+            break
+        lam = new
+    # the Rayleigh quotient under-estimates; one more multiplication bounds it
+    return float(norm) * 1.01

@@ -1,0 +1,38 @@
+# cython: language_level=3
+"""Dynamics axis (the ``sampler``): one integrator step given a gradient oracle.
+
+A dynamics owns its auxiliary state (momentum, preconditioner accumulator)
+and asks the oracle for gradients; it also describes its own Gaussian
+transition to index chains (EWSG) through ``ewsg_whitening``.
+"""
+from numpy cimport npy_intp as intp
+from numpy.random cimport bitgen_t
+
+from ._oracle cimport GradientOracle
+
+
+cdef class Dynamics:
+    cdef intp dim
+    cdef double step_size          # h
+    cdef double temperature        # T
+    cdef double[::1] grad          # scratch: g_hat
+    cdef double[::1] noise         # scratch: xi
+
+    cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil
+    cdef void ewsg_whitening(self, double* scale, double* shift) noexcept nogil
+
+
+cdef class SGLD(Dynamics):
+    pass
+
+
+cdef class PSGLD(Dynamics):
+    cdef double decay              # a
+    cdef double eps                # lambda
+    cdef double n_data             # n: g_bar = g_hat / n
+    cdef double[::1] V             # RMSprop accumulator
+
+
+cdef class SGHMC(Dynamics):
+    cdef double friction           # gamma
+    cdef double[::1] momentum      # r

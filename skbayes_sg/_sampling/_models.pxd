@@ -1,0 +1,46 @@
+# cython: language_level=3
+"""Model axis of the engine: generalised linear models.
+
+Every model has per-datum potential ``U_i(theta) = phi(z_i, y_i)`` with
+``z_i = theta @ (x_i, 1)`` (K outputs), so ``grad U_i = phi'(z_i, y_i) (x) x_i``:
+a K-vector of *residuals* times the row.  Only the residual is model
+specific; it is an inline function picked by an integer constant, so the
+per-datum call costs no virtual dispatch.
+"""
+from libc.math cimport exp, log1p, fabs
+
+cdef enum ModelKind:
+    LOGISTIC = 0      # y in {0, 1}, K = 1
+    GAUSSIAN = 1      # y real, K = 1, noise variance sigma^2
+    SOFTMAX = 2       # y in {0..K-1} stored as double, K outputs
+
+
+cdef inline double sigmoid(double z) noexcept nogil:
+    cdef double e
+    if z >= 0:
+        return 1.0 / (1.0 + exp(-z))
+    e = exp(z)
+    return e / (1.0 + e)
+
+
+cdef inline void glm_residual(int model, const double* z, int K, double y,
+                              double inv_noise_var, double* r) noexcept nogil:
+    """r = d phi / d z at (z, y): the per-datum gradient is r (x) (x_i, 1)."""
+    cdef int k
+    cdef double m, s
+    if model == LOGISTIC:
+        r[0] = sigmoid(z[0]) - y
+    elif model == GAUSSIAN:
+        r[0] = (z[0] - y) * inv_noise_var
+    else:
+        m = z[0]
+        for k in range(1, K):
+            if z[k] > m:
+                m = z[k]
+        s = 0.0
+        for k in range(K):
+            r[k] = exp(z[k] - m)
+            s += r[k]
+        for k in range(K):
+            r[k] /= s
+        r[<int> y] -= 1.0

@@ -1,0 +1,32 @@
+# cython: language_level=3
+"""Python twins of the inline residuals, for tests."""
+import numpy as np
+
+
+def py_glm_residual(int model, const double[::1] z, double y, double inv_noise_var=1.0):
+    """Residual ``phi'(z, y)`` computed by the engine's inline kernel.
+
+    Parameters
+    ----------
+    model : int
+        0 logistic, 1 Gaussian, 2 softmax.
+    z : ndarray of shape (K,)
+        Linear predictor(s).
+    y : float
+        Target (class index for softmax).
+    inv_noise_var : float
+        ``1/sigma^2`` for the Gaussian model.
+
+    Returns
+    -------
+    r : ndarray of shape (K,)
+    """
+    cdef int K = z.shape[0]
+    if model in (LOGISTIC, GAUSSIAN) and K != 1:
+        raise ValueError("logistic and Gaussian models have one output")
+    if model == SOFTMAX and not (0 <= y < K):
+        raise ValueError("softmax target must be a class index < K")
+    r = np.empty(K)
+    cdef double[::1] rv = r
+    glm_residual(model, &z[0], K, y, inv_noise_var, &rv[0])
+    return r

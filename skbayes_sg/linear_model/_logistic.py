@@ -1,0 +1,224 @@
+"""Bayesian logistic regression (binary and multinomial) by SG-MCMC."""
+import numpy as np
+from scipy.special import expit, log_softmax, logsumexp, softmax
+from sklearn.base import ClassifierMixin
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils.multiclass import check_classification_targets
+
+from .._base import BaseSGMCMC
+from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
+
+_DOC_PARAMS = """
+    sampler : {"sgld", "psgld", "sghmc"}, default="sgld"
+        The dynamics: stochastic gradient Langevin dynamics, its RMSprop
+        preconditioned variant (pSGLD), or SG Hamiltonian Monte Carlo
+        (underdamped Langevin, Euler-Maruyama).  Formulas: ALGORITHMS.md.
+    subsampling : {"uniform", "full"}, default="uniform"
+        The gradient estimator: uniform minibatches with replacement
+        (``(n/b) sum_{j in S} grad U_j``) or the exact full-data gradient.
+    step_size : float or "auto", default="auto"
+        h.  ``"auto"`` takes a fixed fraction (0.1) of the sampler's
+        stability and gradient-noise limits, from a global bound L on the
+        curvature of U (power iteration on X^T X):
+        SGLD ``h = 0.1 / (L (1 + n/b))``; pSGLD the same in the
+        preconditioned metric; SGHMC
+        ``h = 0.1 min(1/sqrt(L), 1/gamma, 2 gamma / (L n/b))``.
+        The value used is ``step_size_``.
+    batch_size : int or "auto", default="auto"
+        Minibatch size b (``"auto"`` = min(100, n)); clipped to n.
+    n_samples : int, default=1000
+        Draws kept per chain.
+    n_warmup : int, default=1000
+        Steps discarded at the start of each chain.
+    thin : int, default=1
+        Keep every ``thin``-th state after warm-up.
+    n_chains : int, default=4
+        Independent chains, each seeded from its own ``SeedSequence``
+        child: the draws do not depend on ``n_jobs``.
+    n_jobs : int, default=None
+        Chains run in parallel with joblib (threads: the sampling loop
+        releases the GIL, so data are shared, not copied).
+    random_state : int, RandomState instance or None, default=None
+        Seed of every random number of the fit.
+    alpha : float, default=1.0
+        Precision of the Gaussian prior N(0, alpha^-1 I) on every
+        coefficient, intercept included.
+    fit_intercept : bool, default=True
+        Fit an intercept (a coefficient on a constant feature).
+    temperature : float, default=1.0
+        T: the chains target ``exp(-U / T)``.
+    friction : float or "auto", default="auto"
+        SGHMC friction gamma; ``"auto"`` = 2 sqrt(L) (critical damping of
+        the stiffest direction).  Ignored by other samplers.
+    init : {"mode", "zeros", "prior"} or array-like, default="mode"
+        Where chains start: the posterior mode (found once by L-BFGS on
+        the exact objective, the SG-MCMC papers' protocol), zeros, an
+        independent prior draw per chain, or given values (flat, length
+        n_outputs x (n_features + fit_intercept)).
+    ewsg_chain_length : int, default=1
+        Length M of the EWSG index chain (used by EWSG subsampling).
+    ewsg_x : {"auto", "zero"}, default="auto"
+        EWSG's whitened increment x (used by EWSG subsampling).
+    warm_start : bool, default=False
+        Continue the previous chains (state, momentum, preconditioner and
+        random stream) instead of starting new ones; ``n_warmup`` steps are
+        still discarded first (set it to 0 to keep every step).  The
+        samples attributes hold the draws of the latest call.
+    verbose : int, default=0
+        Print progress (per chain: steps done, steps/s).
+"""
+
+_DOC_ATTRS = """
+    n_grad_evals_ : int
+        Per-datum gradient evaluations spent (all chains, plus the mode
+        search and set-up passes): the fair budget unit across samplers.
+    step_size_ : float
+        The step size used.
+    friction_ : float
+        The SGHMC friction used (SGHMC only).
+    batch_size_ : int
+        The minibatch size used.
+    mode_ : ndarray
+        The posterior mode (when ``init="mode"``), shape (n_outputs, n_coef).
+    sampling_time_ : float
+        Wall time of the slowest chain, seconds.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+"""
+
+
+class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
+    """Bayesian logistic regression sampled by stochastic-gradient MCMC.
+
+    Binary targets use the logistic likelihood; more than two classes the
+    multinomial (softmax) one with a coefficient vector per class.  The
+    posterior is ``exp(-U/T)`` with
+    ``U(theta) = alpha ||theta||^2 / 2 + sum_i -log p(y_i | x_i, theta)``.
+    Predictions average the per-draw probabilities (Bayesian model
+    averaging).
+
+    Parameters
+    ----------""" + _DOC_PARAMS + """
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    coef_samples_ : ndarray
+        Posterior draws of the coefficients: shape
+        (n_chains, n_samples, n_features) for two classes,
+        (n_chains, n_samples, n_classes, n_features) for more.
+    intercept_samples_ : ndarray
+        Draws of the intercept(s): (n_chains, n_samples) or
+        (n_chains, n_samples, n_classes); zeros if ``fit_intercept=False``.
+    coef_ : ndarray
+        Posterior mean of the coefficients.
+    intercept_ : float or ndarray
+        Posterior mean of the intercept(s).""" + _DOC_ATTRS + """
+    Examples
+    --------
+    >>> from sklearn.datasets import load_breast_cancer
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from skbayes_sg import SGMCMCLogisticRegression
+    >>> X, y = load_breast_cancer(return_X_y=True)
+    >>> clf = make_pipeline(StandardScaler(),
+    ...                     SGMCMCLogisticRegression(random_state=0)).fit(X, y)
+    >>> clf.predict_proba(X[:2]).shape
+    (2, 2)
+    """
+
+    def _encode_targets(self, y):
+        check_classification_targets(y)
+        if hasattr(self, "classes_") and self.warm_start and hasattr(self, "_chain_states"):
+            if not np.array_equal(np.unique(y), self.classes_):
+                raise ValueError("warm_start=True needs the same classes as the previous fit; "
+                                 "set warm_start=False to refit.")
+        enc = LabelEncoder()
+        y_enc = enc.fit_transform(y)
+        self.classes_ = enc.classes_
+        if len(self.classes_) < 2:
+            raise ValueError(
+                "This solver needs samples of at least 2 classes in the data, but the data "
+                f"contains only one class: {self.classes_[0]!r}. Pass y with two or more classes.")
+        return y_enc.astype(np.float64)
+
+    def _make_glm(self, X, y):
+        K = len(self.classes_)
+        if K == 2:
+            return GLM(LOGISTIC, 1)
+        return GLM(SOFTMAX, K)
+
+    # ---------------------------------------------------------- predictions
+    def predict_proba(self, X):
+        """Posterior predictive class probabilities (BMA over the draws).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            ``mean_s p(y | x, theta_s)`` over all kept draws of all chains.
+        """
+        X = self._validate_X_predict(X)
+        out = np.empty((X.shape[0], len(self.classes_)))
+        for rows, Z in self._linear_predictor_draws(X):
+            if Z.shape[2] == 1:
+                p1 = expit(Z[:, :, 0]).mean(axis=1)
+                out[rows, 1] = p1
+                out[rows, 0] = 1.0 - p1
+            else:
+                out[rows] = softmax(Z, axis=2).mean(axis=1)
+        return out
+
+    def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba`, computed stably.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+        """
+        X = self._validate_X_predict(X)
+        out = np.empty((X.shape[0], len(self.classes_)))
+        for rows, Z in self._linear_predictor_draws(X):
+            S = Z.shape[1]
+            if Z.shape[2] == 1:
+                Z = np.concatenate([np.zeros_like(Z), Z], axis=2)
+            out[rows] = logsumexp(log_softmax(Z, axis=2), axis=1) - np.log(S)
+        return out
+
+    def decision_function(self, X):
+        """Log-odds of the posterior predictive probabilities.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            Binary: ``log p(y=classes_[1]) - log p(y=classes_[0])`` under the
+            BMA predictive (positive means ``classes_[1]``); multiclass: the
+            log predictive probabilities.
+        """
+        logp = self.predict_log_proba(X)
+        if logp.shape[1] == 2:
+            return logp[:, 1] - logp[:, 0]
+        return logp
+
+    def predict(self, X):
+        """Most probable class under the posterior predictive.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        return self.classes_[np.argmax(self.predict_log_proba(X), axis=1)]
