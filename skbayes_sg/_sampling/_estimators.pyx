@@ -109,8 +109,9 @@ cdef class GradientEstimator:
             raise ValueError("theta must have %d values" % self.P.dim)
         if idx.size and (idx.min() < 0 or idx.max() >= self.P.n):
             raise IndexError("index out of range")
-        cdef intp[::1] iv = np.zeros(max(idx.size, 1), dtype=np.intp)
-        iv[:idx.size] = idx
+        idx_buf = np.zeros(max(idx.size, 1), dtype=np.intp)
+        idx_buf[:idx.size] = idx
+        cdef intp[::1] iv = idx_buf
         cdef double[::1] resid = np.zeros(max(idx.size * self.P.K, 1))
         out = np.zeros(self.P.dim)
         cdef double[::1] ov = out
