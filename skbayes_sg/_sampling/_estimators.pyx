@@ -197,6 +197,9 @@ cdef class UniformSubsampling(GradientEstimator):
         cdef double scale = <double> P.n / <double> b
         cdef double* r
         memset(c.grad, 0, P.dim * sizeof(double))
+        # issue every row's loads before computing: independent misses overlap
+        for j in range(b):
+            row_prefetch(P.X, c.idx[j])
         for j in range(b):
             i = c.idx[j]
             r = c.resid + j * P.K
