@@ -1,6 +1,5 @@
 """Shared machinery of the SG-MCMC linear estimators."""
 import numbers
-import warnings
 from abc import abstractmethod
 
 import numpy as np
@@ -130,6 +129,16 @@ class BaseSGMCMC(BaseEstimator):
         """
         self._validate_params()
         continuing = self.warm_start and hasattr(self, "_chain_states")
+        if continuing and len(self._chain_states) != self.n_chains:
+            raise ValueError(
+                f"warm_start=True continues the {len(self._chain_states)} previous chains; "
+                f"n_chains={self.n_chains} differs. Set n_chains={len(self._chain_states)} "
+                "or warm_start=False.")
+        if continuing and self._chain_sampler != self.sampler:
+            raise ValueError(
+                f"warm_start=True continues the previous sampler={self._chain_sampler!r} "
+                f"chains; sampler={self.sampler!r} differs. Set "
+                f"sampler={self._chain_sampler!r} or warm_start=False.")
         X, y = self._validate_X_y(X, y, reset=not continuing)
         if sp.issparse(X):
             X.sort_indices()
@@ -141,19 +150,23 @@ class BaseSGMCMC(BaseEstimator):
                          int(min(batch, n)))
         self._fit_context_hook(ctx)
 
-        if continuing and len(self._chain_states) != self.n_chains:
-            raise ValueError(
-                f"warm_start=True continues the {len(self._chain_states)} previous chains; "
-                f"n_chains={self.n_chains} differs. Set n_chains={len(self._chain_states)} "
-                "or warm_start=False.")
-
-        theta0 = self._initial_theta(ctx)
+        step_size, friction = self.step_size, self.friction
+        if continuing:
+            # the chains continue where they stopped: no new start point (no
+            # mode search), and "auto" settings keep the values resolved when
+            # the chains started, so that k calls of n steps equal one of k*n
+            theta0 = self._chain_states[0]["theta"]
+            if step_size == "auto":
+                step_size = self.step_size_
+            if friction == "auto" and hasattr(self, "friction_"):
+                friction = self.friction_
+        else:
+            theta0 = self._initial_theta(ctx)
         sub = SUBSAMPLINGS[self.subsampling]
         sub_config = sub.prepare(ctx)
         noise = sub.noise_factor(ctx)
         samp_config = SAMPLERS[self.sampler].prepare(
-            ctx, theta0 if not continuing else self._chain_states[0]["theta"],
-            self.step_size, self.friction, noise, float(self.temperature))
+            ctx, theta0, step_size, friction, noise, float(self.temperature))
         use_ewsg = self.subsampling == "ewsg"
         spec = ChainSpec(
             model=glm_name(glm), n_outputs=glm.n_outputs, noise_var=glm.noise_var,
@@ -181,6 +194,7 @@ class BaseSGMCMC(BaseEstimator):
         for c, res in enumerate(results):
             if res.diverged:
                 h = samp_config["step_size"]
+                self._discard_posterior(keep_chains=continuing)
                 raise SamplingDivergedError(
                     f"Chain {c} diverged (non-finite parameters) after {res.n_steps_done} steps "
                     f"with sampler={self.sampler!r}, subsampling={self.subsampling!r} and "
@@ -192,15 +206,35 @@ class BaseSGMCMC(BaseEstimator):
             self.n_chains, self.n_samples, K, dext)
         self._store_draws(draws, ctx)
         self._chain_states = [r.state for r in results]
+        self._chain_sampler = self.sampler
         self.step_size_ = float(samp_config["step_size"])
         if "friction" in samp_config:
             self.friction_ = float(samp_config["friction"])
+        elif hasattr(self, "friction_"):
+            del self.friction_  # left by an earlier SGHMC fit
+        if not continuing and "mode" not in ctx._cache and hasattr(self, "mode_"):
+            del self.mode_  # left by an earlier init="mode" fit
         self.batch_size_ = ctx.batch_size
         self.n_grad_evals_ = int(sum(r.n_grad_evals for r in results) + ctx.n_grad_evals)
         self.sampling_time_ = float(max(r.seconds for r in results))
         if "mode" in ctx._cache:
             self.mode_ = self._unflatten(ctx._cache["mode"], K, dext)
         return self
+
+    def _discard_posterior(self, keep_chains):
+        """Drop the draws of a failed fit (and the chains unless they can be retried).
+
+        The data-dependent attributes were already reset by this fit, so the
+        previous draws would no longer match them; a warm-start call keeps
+        ``_chain_states`` (the states its chains started from), so it can be
+        retried with a smaller ``step_size``.
+        """
+        names = ["coef_samples_", "intercept_samples_", "coef_", "intercept_"]
+        if not keep_chains:
+            names.append("_chain_states")
+        for name in names:
+            if hasattr(self, name):
+                delattr(self, name)
 
     def _fit_context_hook(self, ctx):
         """Subclasses may resolve data-dependent settings (e.g. noise_var)."""

@@ -62,8 +62,11 @@ _DOC_PARAMS = """
     warm_start : bool, default=False
         Continue the previous chains (state, momentum, preconditioner and
         random stream) instead of starting new ones; ``n_warmup`` steps are
-        still discarded first (set it to 0 to keep every step).  The
-        samples attributes hold the draws of the latest call.
+        still discarded first (set it to 0 to keep every step).  ``"auto"``
+        step size and friction keep the values the chains started with, so
+        two calls of N steps give the same draws as one chain of 2N steps;
+        ``sampler`` and ``n_chains`` must not change.  The samples
+        attributes hold the draws of the latest call.
     verbose : int, default=0
         Print progress (per chain: steps done, steps/s).
 """
@@ -88,7 +91,9 @@ _DOC_ATTRS = """
 
 
 class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
-    """Bayesian logistic regression sampled by stochastic-gradient MCMC.
+    # assembled from shared parameter text: a bare string expression would
+    # not become the docstring
+    __doc__ = """Bayesian logistic regression sampled by stochastic-gradient MCMC.
 
     Binary targets use the logistic likelihood; more than two classes the
     multinomial (softmax) one with a coefficient vector per class.  The
@@ -138,7 +143,8 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
         if len(self.classes_) < 2:
             raise ValueError(
                 "This solver needs samples of at least 2 classes in the data, but the data "
-                f"contains only one class: {self.classes_[0]!r}. Pass y with two or more classes.")
+                f"contains only one class: {self.classes_.tolist()[0]!r}. "
+                "Pass y with two or more classes.")
         return y_enc.astype(np.float64)
 
     def _make_glm(self, X, y):
@@ -221,4 +227,5 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
         -------
         y_pred : ndarray of shape (n_samples,)
         """
-        return self.classes_[np.argmax(self.predict_log_proba(X), axis=1)]
+        log_proba = self.predict_log_proba(X)  # checks fitted before classes_ is read
+        return self.classes_[np.argmax(log_proba, axis=1)]

@@ -2,20 +2,20 @@
 import numbers
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.linalg import lsqr
+from scipy.sparse.linalg import LinearOperator, lsqr
 from sklearn.base import RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted
 
 from .._base import BaseSGMCMC
-from .._sampling._glm import GAUSSIAN, GLM, add_intercept
+from .._sampling._glm import GAUSSIAN, GLM
 from ._logistic import _DOC_ATTRS, _DOC_PARAMS
 
 
 class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
-    """Bayesian ridge regression sampled by stochastic-gradient MCMC.
+    # assembled from shared parameter text: a bare string expression would
+    # not become the docstring
+    __doc__ = """Bayesian ridge regression sampled by stochastic-gradient MCMC.
 
     Model: ``y_i ~ N(x_i^T w + b, noise_var)``, prior ``(w, b) ~ N(0, alpha^-1 I)``;
     its posterior is Gaussian in closed form, which makes this estimator the
@@ -84,8 +84,8 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
         if self.noise_var is not None:
             sigma2 = float(self.noise_var)
         else:
-            sigma2 = _estimate_noise_var(ctx.X, ctx.y, ctx.alpha, ctx.fit_intercept)
-            ctx.n_grad_evals += 10 * ctx.n  # a few lsqr passes; counted roughly
+            sigma2, n_passes = _estimate_noise_var(ctx.X, ctx.y, ctx.alpha, ctx.fit_intercept)
+            ctx.n_grad_evals += n_passes * ctx.n
         ctx.glm.noise_var = sigma2
         self.noise_var_ = sigma2
 
@@ -142,14 +142,55 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
 
 
 def _estimate_noise_var(X, y, alpha, fit_intercept, n_iter=5):
-    """Fixed point sigma^2 = ||y - X w_MAP(sigma^2)||^2 / max(n - p, 1)."""
-    Xa = add_intercept(X, fit_intercept)
+    """Fixed point sigma^2 = ||y - X w_MAP(sigma^2)||^2 / max(n - p, 1).
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n, d)
+        Used in place (the intercept column is applied implicitly).
+    y : ndarray of shape (n,)
+    alpha : float
+        Prior precision.
+    fit_intercept : bool
+    n_iter : int, default=5
+        Fixed-point iterations.
+
+    Returns
+    -------
+    sigma2 : float
+        The noise variance.
+    n_passes : int
+        Passes over the data spent, in full-gradient units: each lsqr
+        iteration multiplies by ``X`` and ``X^T`` once (like one full
+        gradient), plus one pass per call for the start vector and residual.
+    """
+    Xa = _intercept_operator(X, fit_intercept)
     n, p = Xa.shape
     sigma2 = float(np.var(y)) if n > 1 and np.var(y) > 0 else 1.0
+    n_passes = 0
     for _ in range(n_iter):
         # MAP of N(y; Xw, s2) N(w; 0, 1/alpha): lsqr with damp^2 = alpha s2
-        w = lsqr(Xa, y, damp=np.sqrt(alpha * sigma2), atol=1e-12, btol=1e-12)[0]
+        w, _, itn = lsqr(Xa, y, damp=np.sqrt(alpha * sigma2), atol=1e-12, btol=1e-12)[:3]
         rss = float(np.sum((y - Xa @ w) ** 2))
         sigma2 = rss / max(n - p, 1)
+        n_passes += int(itn) + 1
     # floor: a perfect fit would make the posterior degenerate
-    return max(sigma2, 1e-12 * (float(np.var(y)) + 1.0))
+    return max(sigma2, 1e-12 * (float(np.var(y)) + 1.0)), n_passes
+
+
+def _intercept_operator(X, fit_intercept):
+    """``(X, 1)`` (or ``X``) as a float64 linear operator, without copying ``X``."""
+    d = X.shape[1]
+    p = d + int(fit_intercept)
+
+    def matvec(w):
+        w = np.ravel(w)
+        z = np.asarray(X @ w[:d], dtype=np.float64)
+        return z + w[d] if fit_intercept else z
+
+    def rmatvec(u):
+        u = np.ravel(u)
+        g = np.asarray(X.T @ u, dtype=np.float64)
+        return np.append(g, u.sum()) if fit_intercept else g
+
+    return LinearOperator((X.shape[0], p), matvec=matvec, rmatvec=rmatvec, dtype=np.float64)
