@@ -3,19 +3,17 @@ import numbers
 from abc import abstractmethod
 
 import numpy as np
-import scipy.sparse as sp
 from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._sampling._chain import EWSG_X_AUTO, EWSG_X_ZERO
+from ._sampling._chain import EWSG_X_MODES
 from ._sampling._context import FitContext
 from ._sampling._registry import SAMPLERS, SUBSAMPLINGS
 from ._sampling._runner import ChainSpec, run_chain
 
-EWSG_X_MODES = {"auto": EWSG_X_AUTO, "zero": EWSG_X_ZERO}
 DEFAULT_BATCH_SIZE = 100
 
 
@@ -140,8 +138,6 @@ class BaseSGMCMC(BaseEstimator):
                 f"chains; sampler={self.sampler!r} differs. Set "
                 f"sampler={self._chain_sampler!r} or warm_start=False.")
         X, y = self._validate_X_y(X, y, reset=not continuing)
-        if sp.issparse(X):
-            X.sort_indices()
         y_enc = self._encode_targets(y)
         glm = self._make_glm(X, y_enc)
         n = X.shape[0]
@@ -155,7 +151,7 @@ class BaseSGMCMC(BaseEstimator):
             # the chains continue where they stopped: no new start point (no
             # mode search), and "auto" settings keep the values resolved when
             # the chains started, so that k calls of n steps equal one of k*n
-            theta0 = self._chain_states[0]["theta"]
+            theta0 = None
             if step_size == "auto":
                 step_size = self.step_size_
             if friction == "auto" and hasattr(self, "friction_"):
@@ -167,7 +163,11 @@ class BaseSGMCMC(BaseEstimator):
         noise = sub.noise_factor(ctx)
         samp_config = SAMPLERS[self.sampler].prepare(
             ctx, theta0, step_size, friction, noise, float(self.temperature))
-        use_ewsg = self.subsampling == "ewsg"
+        use_ewsg = sub.index_chain
+        if use_ewsg and self.ewsg_x == "momentum-stop" and not SAMPLERS[self.sampler].has_momentum:
+            raise ValueError(
+                f"ewsg_x='momentum-stop' assumes r_(k+1) = 0 and needs a sampler with momentum; "
+                f"sampler={self.sampler!r} has none. Use ewsg_x='auto' or sampler='sghmc'.")
         spec = ChainSpec(
             model=glm_name(glm), n_outputs=glm.n_outputs, noise_var=glm.noise_var,
             fit_intercept=bool(self.fit_intercept), alpha=float(self.alpha),

@@ -27,12 +27,11 @@ from ._oracle cimport GradientOracle
 
 cnp.import_array()
 
-cdef enum:
-    _EWSG_X_AUTO = 0   # the dynamics' recommended x (r_{k+1} = r_k / theta_{k+1} = theta_k)
-    _EWSG_X_ZERO = 1   # x = 0 whatever the dynamics
+from ._dynamics cimport EWSG_X_AUTO, EWSG_X_ZERO, EWSG_X_ONE, EWSG_X_MOMENTUM_STOP
 
-EWSG_X_AUTO = _EWSG_X_AUTO
-EWSG_X_ZERO = _EWSG_X_ZERO
+#: ``ewsg_x`` names -> codes (EWSG paper Fig. 1c)
+EWSG_X_MODES = {"auto": EWSG_X_AUTO, "zero": EWSG_X_ZERO, "one": EWSG_X_ONE,
+                "momentum-stop": EWSG_X_MOMENTUM_STOP}
 
 
 cdef class _CandidateBuffer:
@@ -65,7 +64,7 @@ cdef class ChainOracle(GradientOracle):
     dynamics : Dynamics or None
         Needed when M > 0 (its transition whitens the candidates).
     ewsg_x : int
-        ``EWSG_X_AUTO`` or ``EWSG_X_ZERO``.
+        A value of ``EWSG_X_MODES``.
     """
     cdef GradientEstimator estimator
     cdef Dynamics dynamics
@@ -78,7 +77,7 @@ cdef class ChainOracle(GradientOracle):
     cdef public long long ewsg_accepted, ewsg_proposed
 
     def __init__(self, GradientEstimator estimator, double alpha, int ewsg_chain_length=0,
-                 Dynamics dynamics=None, int ewsg_x=_EWSG_X_AUTO):
+                 Dynamics dynamics=None, int ewsg_x=EWSG_X_AUTO):
         cdef Py_ssize_t K = estimator.P.K
         self.estimator = estimator
         self.alpha = alpha
@@ -87,6 +86,8 @@ cdef class ChainOracle(GradientOracle):
         self.ewsg_x = ewsg_x
         if ewsg_chain_length > 0 and dynamics is None:
             raise ValueError("EWSG needs the dynamics to whiten candidates")
+        if ewsg_chain_length > 0 and ewsg_x == EWSG_X_MOMENTUM_STOP and not dynamics.has_momentum:
+            raise ValueError("ewsg_x='momentum-stop' needs a sampler with momentum")
         self.dynamics = dynamics
         self.buf_a = _CandidateBuffer(estimator.max_batch, K, self.dim)
         self.buf_b = _CandidateBuffer(estimator.max_batch, K, self.dim)
@@ -112,10 +113,10 @@ cdef class ChainOracle(GradientOracle):
         self.estimator.begin_step(theta)
         self.estimator.candidate(theta, cur)
         if self.ewsg_M > 0:
-            self.dynamics.ewsg_whitening(&self.scale[0], &self.shift[0])
-            if self.ewsg_x == _EWSG_X_ZERO:
+            self.dynamics.ewsg_whitening(&self.scale[0], &self.shift[0], self.ewsg_x)
+            if self.ewsg_x == EWSG_X_ZERO or self.ewsg_x == EWSG_X_ONE:
                 for j in range(self.dim):
-                    self.shift[j] = 0.0
+                    self.shift[j] = 0.0 if self.ewsg_x == EWSG_X_ZERO else 1.0
             lw_cur = self._log_weight(theta, cur.grad)
             for m in range(self.ewsg_M):
                 self.estimator.candidate(theta, prop)

@@ -40,7 +40,9 @@ class FitContext:
     fit_intercept: bool
     batch_size: int
     _cache: dict = field(default_factory=dict, repr=False)
-    n_grad_evals: int = 0   # per-datum gradient evaluations spent on setup (mode, ...)
+    # per-datum gradient evaluations spent on set-up: every full pass over the
+    # data (mode search, power iteration, moments) counts n
+    n_grad_evals: int = 0
 
     @property
     def n(self):
@@ -70,7 +72,7 @@ class FitContext:
             gtol = 1e-10 * max(1.0, np.max(np.abs(g0)))
             res = minimize(self.potential_and_grad, x0, jac=True, method="L-BFGS-B",
                            options={"maxiter": 2000, "gtol": gtol, "ftol": 1e-15})
-            self.n_grad_evals += int(res.nfev) * self.n
+            self.n_grad_evals += (int(res.nfev) + 1) * self.n  # + the pass at x0 for gtol
             self._cache["mode"] = res.x
             self._cache["mode_result"] = res
         return self._cache["mode"]
@@ -85,7 +87,9 @@ class FitContext:
         """lambda_max of ``D X_ext^T X_ext D`` (D = diag(col_scale)) by power iteration."""
         key = ("gram", None if col_scale is None else col_scale.tobytes())
         if key not in self._cache:
-            self._cache[key] = _power_iteration(self.X, self.fit_intercept, col_scale)
+            lam, n_iter = _power_iteration(self.X, self.fit_intercept, col_scale)
+            self.n_grad_evals += n_iter * self.n  # one X^T X v product ~ one full gradient
+            self._cache[key] = lam
         return self._cache[key]
 
     def gradient_moments(self, theta):
@@ -129,20 +133,30 @@ class FitContext:
             out[:, :d] += np.asarray(X2.T @ Hw).T
             if self.fit_intercept:
                 out[:, d] += Hw.sum(axis=0)
+        self.n_grad_evals += self.n
         return out.ravel() + self.alpha
 
 
 def _power_iteration(X, fit_intercept, col_scale=None, n_iter=100, tol=1e-6, seed=0):
-    """Largest eigenvalue of ``D X_ext^T X_ext D`` (X_ext = (X, 1))."""
+    """Largest eigenvalue of ``D X_ext^T X_ext D`` (X_ext = (X, 1)).
+
+    Returns
+    -------
+    lam : float
+        An upper estimate (||A v|| of the last iterate, times 1.01).
+    n_iter : int
+        Matrix-vector products with ``X_ext^T X_ext`` done.
+    """
     d = X.shape[1]
     dext = d + int(fit_intercept)
     if X.shape[0] == 0 or dext == 0:
-        return 0.0
+        return 0.0, 0
     D = np.ones(dext) if col_scale is None else np.asarray(col_scale, dtype=np.float64)
     v = np.random.default_rng(seed).standard_normal(dext)
     v /= np.linalg.norm(v)
     lam = 0.0
-    for _ in range(n_iter):
+    it = 0
+    for it in range(1, n_iter + 1):
         u = D * v
         z = np.asarray(X @ u[:d], dtype=np.float64)
         if fit_intercept:
@@ -155,11 +169,11 @@ def _power_iteration(X, fit_intercept, col_scale=None, n_iter=100, tol=1e-6, see
         new = float(v @ w)
         norm = np.linalg.norm(w)
         if norm == 0:
-            return 0.0
+            return 0.0, it
         v = w / norm
         if abs(new - lam) <= tol * abs(new):
             lam = new
             break
         lam = new
-    # the Rayleigh quotient under-estimates; one more multiplication bounds it
-    return float(norm) * 1.01
+    # the Rayleigh quotient under-estimates; ||A v|| of the iterate is larger
+    return float(norm) * 1.01, it

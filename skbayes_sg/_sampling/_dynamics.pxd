@@ -10,6 +10,13 @@ from numpy.random cimport bitgen_t
 
 from ._oracle cimport GradientOracle
 
+cdef enum EwsgX:
+    # choices of EWSG's whitened increment x (EWSG paper, Fig. 1c)
+    EWSG_X_AUTO = 0            # the paper's default: r_{k+1} = r_k (theta_{k+1} = theta_k for SGLD)
+    EWSG_X_ZERO = 1            # x = 0
+    EWSG_X_ONE = 2             # x = (1, ..., 1)
+    EWSG_X_MOMENTUM_STOP = 3   # r_{k+1} = 0 (momentum dynamics only)
+
 
 cdef class Dynamics:
     cdef intp dim
@@ -19,7 +26,7 @@ cdef class Dynamics:
     cdef double[::1] noise         # scratch: xi
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil
-    cdef void ewsg_whitening(self, double* scale, double* shift) noexcept nogil
+    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil
 
 
 cdef class SGLD(Dynamics):

@@ -41,7 +41,10 @@ cdef class Dynamics:
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         pass
 
-    cdef void ewsg_whitening(self, double* scale, double* shift) noexcept nogil:
+    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil:
+        """Per coordinate of the noise-carrying variable: scale = c/s and the
+        whitened increment x for ``x_mode`` AUTO or MOMENTUM_STOP (the oracle
+        sets ZERO and ONE itself)."""
         pass
 
     def get_state(self):
@@ -52,12 +55,14 @@ cdef class Dynamics:
         """Restore auxiliary state from :meth:`get_state` output."""
         pass
 
-    def py_ewsg_whitening(self):
+    has_momentum = False
+
+    def py_ewsg_whitening(self, int x_mode=EWSG_X_AUTO):
         """Return ``(c/s, x)`` arrays for the current state (testing twin)."""
         scale = np.empty(self.dim)
         shift = np.empty(self.dim)
         cdef double[::1] sv = scale, xv = shift
-        self.ewsg_whitening(&sv[0], &xv[0])
+        self.ewsg_whitening(&sv[0], &xv[0], x_mode)
         return scale, shift
 
     @property
@@ -77,7 +82,7 @@ cdef class SGLD(Dynamics):
         for j in range(self.dim):
             theta[j] += -h * self.grad[j] + s * self.noise[j]
 
-    cdef void ewsg_whitening(self, double* scale, double* shift) noexcept nogil:
+    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil:
         # c = h, s = sqrt(2hT); x = 0 (assume theta_{k+1} = theta_k)
         cdef intp j
         cdef double w = sqrt(self.step_size / (2.0 * self.temperature))
@@ -128,7 +133,7 @@ cdef class PSGLD(Dynamics):
             G = 1.0 / (self.eps + sqrt(self.V[j]))
             theta[j] += -h * G * self.grad[j] + sqrt(2.0 * h * self.temperature * G) * self.noise[j]
 
-    cdef void ewsg_whitening(self, double* scale, double* shift) noexcept nogil:
+    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil:
         # c = hG, s = sqrt(2hTG): c/s = sqrt(hG/(2T)), with G from the current V
         cdef intp j
         cdef double G
@@ -182,16 +187,25 @@ cdef class SGHMC(Dynamics):
             theta[j] += h * r
             self.momentum[j] = r - h * (self.grad[j] + g * r) + s * self.noise[j]
 
-    cdef void ewsg_whitening(self, double* scale, double* shift) noexcept nogil:
+    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil:
         # noise carried by r: c = h, s = sigma sqrt(h), sigma = sqrt(2 gamma T);
-        # x = (sqrt(h) gamma / sigma) r_k  (assume r_{k+1} = r_k)
+        # x = (r_{k+1} - r_k + h gamma r_k) / (sigma sqrt(h)):
+        #   AUTO (r_{k+1} = r_k):      x = sqrt(h) gamma r_k / sigma
+        #   MOMENTUM_STOP (r_{k+1}=0): x = (h gamma - 1) r_k / (sigma sqrt(h))
         cdef intp j
+        cdef double h = self.step_size
         cdef double sigma = sqrt(2.0 * self.friction * self.temperature)
-        cdef double w = sqrt(self.step_size) / sigma
-        cdef double xs = sqrt(self.step_size) * self.friction / sigma
+        cdef double w = sqrt(h) / sigma
+        cdef double xs
+        if x_mode == EWSG_X_MOMENTUM_STOP:
+            xs = (h * self.friction - 1.0) / (sigma * sqrt(h))
+        else:
+            xs = sqrt(h) * self.friction / sigma
         for j in range(self.dim):
             scale[j] = w
             shift[j] = xs * self.momentum[j]
+
+    has_momentum = True
 
     def get_state(self):
         return {"momentum": np.array(self.momentum)}

@@ -23,7 +23,8 @@ ctypedef struct Candidate:
 
 ctypedef struct ProblemStore:
     const RowStore* X
-    const double* y
+    const double* y    # targets, y_stride values per datum
+    intp y_stride      # K for a multi-output Gaussian, else 1
     int model          # ModelKind
     int K              # outputs
     intp n             # rows
@@ -35,7 +36,7 @@ cdef inline void datum_residual(const ProblemStore* P, intp i, const double* the
                                 double* z, double* r) noexcept nogil:
     """r = phi'(theta @ (x_i, 1), y_i) (K values); z is K scratch."""
     row_dot(P.X, i, theta, P.K, z)
-    glm_residual(P.model, z, P.K, P.y[i], P.inv_noise_var, r)
+    glm_residual(P.model, z, P.K, P.y + i * P.y_stride, P.inv_noise_var, r)
 
 
 cdef class Problem:

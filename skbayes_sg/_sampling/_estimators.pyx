@@ -26,8 +26,9 @@ cdef class Problem:
     ----------
     data : RowData
         The rows (dense or CSR, float32/float64).
-    y : ndarray of shape (n_rows,), float64
-        Targets: 0/1 (logistic), real (Gaussian) or class index (softmax).
+    y : ndarray of shape (n_rows,) or (n_rows, K), float64
+        Targets: 0/1 (logistic), class index (softmax), real (Gaussian;
+        shape (n_rows, K) for K > 1 outputs).
     model : {"logistic", "gaussian", "softmax"}
     n_outputs : int
         K (number of classes for softmax, else 1).
@@ -35,16 +36,25 @@ cdef class Problem:
         Gaussian noise variance.
     """
 
-    def __cinit__(self, RowData data, const double[::1] y, str model, int n_outputs,
-                  double noise_var=1.0):
-        if y.shape[0] != data.store.n_rows:
-            raise ValueError("y has %d rows, X has %d" % (y.shape[0], data.store.n_rows))
+    def __cinit__(self, RowData data, y, str model, int n_outputs, double noise_var=1.0):
+        cdef const double[::1] yv
         if model not in MODEL_KINDS:
             raise ValueError("unknown model %r" % model)
+        y_arr = np.asarray(y)
+        stride = n_outputs if (model == "gaussian" and n_outputs > 1) else 1
+        n_rows = int(data.store.n_rows)
+        if stride == 1:
+            expected = (n_rows,)
+        else:
+            expected = (n_rows, int(stride))
+        if y_arr.shape != expected:
+            raise ValueError("y has shape %s, expected %s" % (y_arr.shape, expected))
+        yv = np.ascontiguousarray(y_arr, dtype=np.float64).reshape(-1)
         self.data = data
-        self._keep = y
+        self._keep = yv
         self.store.X = &data.store
-        self.store.y = &y[0] if y.shape[0] > 0 else NULL
+        self.store.y = &yv[0] if yv.shape[0] > 0 else NULL
+        self.store.y_stride = stride
         self.store.model = MODEL_KINDS[model]
         self.store.K = n_outputs
         self.store.n = data.store.n_rows

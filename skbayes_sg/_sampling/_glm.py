@@ -23,9 +23,11 @@ class GLM:
     ----------
     kind : int
         ``LOGISTIC`` (y in {0, 1}), ``GAUSSIAN`` (real y, variance
-        ``noise_var``) or ``SOFTMAX`` (y in 0..K-1).
+        ``noise_var``; y of shape (n, K) for K outputs) or ``SOFTMAX``
+        (y in 0..K-1).
     n_outputs : int
-        K: 1 for logistic and Gaussian, the number of classes for softmax.
+        K: 1 for logistic, the number of classes for softmax, the number of
+        targets per datum for Gaussian.
     noise_var : float
         Gaussian noise variance sigma^2 (ignored otherwise).
     """
@@ -41,7 +43,7 @@ class GLM:
             z = Z[:, 0]
             return -(y * log_expit(z) + (1 - y) * log_expit(-z))
         if self.kind == GAUSSIAN:
-            return (y - Z[:, 0]) ** 2 / (2 * self.noise_var)
+            return ((y.reshape(len(Z), -1) - Z) ** 2).sum(axis=1) / (2 * self.noise_var)
         yi = y.astype(np.intp)
         return logsumexp(Z, axis=1) - Z[np.arange(len(yi)), yi]
 
@@ -50,7 +52,7 @@ class GLM:
         if self.kind == LOGISTIC:
             return (expit(Z[:, 0]) - y)[:, None]
         if self.kind == GAUSSIAN:
-            return ((Z[:, 0] - y) / self.noise_var)[:, None]
+            return (Z - y.reshape(len(Z), -1)) / self.noise_var
         R = softmax(Z, axis=1)
         R[np.arange(len(y)), y.astype(np.intp)] -= 1.0
         return R

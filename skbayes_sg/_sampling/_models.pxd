@@ -11,7 +11,7 @@ from libc.math cimport exp, log1p, fabs
 
 cdef enum ModelKind:
     LOGISTIC = 0      # y in {0, 1}, K = 1
-    GAUSSIAN = 1      # y real, K = 1, noise variance sigma^2
+    GAUSSIAN = 1      # y real (K targets per datum), noise variance sigma^2
     SOFTMAX = 2       # y in {0..K-1} stored as double, K outputs
 
 
@@ -23,15 +23,20 @@ cdef inline double sigmoid(double z) noexcept nogil:
     return e / (1.0 + e)
 
 
-cdef inline void glm_residual(int model, const double* z, int K, double y,
+cdef inline void glm_residual(int model, const double* z, int K, const double* y,
                               double inv_noise_var, double* r) noexcept nogil:
-    """r = d phi / d z at (z, y): the per-datum gradient is r (x) (x_i, 1)."""
+    """r = d phi / d z at (z, y): the per-datum gradient is r (x) (x_i, 1).
+
+    ``y`` points to the datum's target(s): one value (logistic, softmax class
+    index) or K values (multi-output Gaussian).
+    """
     cdef int k
     cdef double m, s
     if model == LOGISTIC:
-        r[0] = sigmoid(z[0]) - y
+        r[0] = sigmoid(z[0]) - y[0]
     elif model == GAUSSIAN:
-        r[0] = (z[0] - y) * inv_noise_var
+        for k in range(K):
+            r[k] = (z[k] - y[k]) * inv_noise_var
     else:
         m = z[0]
         for k in range(1, K):
@@ -43,4 +48,4 @@ cdef inline void glm_residual(int model, const double* z, int K, double y,
             s += r[k]
         for k in range(K):
             r[k] /= s
-        r[<int> y] -= 1.0
+        r[<int> y[0]] -= 1.0

@@ -3,7 +3,7 @@
 import numpy as np
 
 
-def py_glm_residual(int model, const double[::1] z, double y, double inv_noise_var=1.0):
+def py_glm_residual(int model, const double[::1] z, y, double inv_noise_var=1.0):
     """Residual ``phi'(z, y)`` computed by the engine's inline kernel.
 
     Parameters
@@ -12,8 +12,8 @@ def py_glm_residual(int model, const double[::1] z, double y, double inv_noise_v
         0 logistic, 1 Gaussian, 2 softmax.
     z : ndarray of shape (K,)
         Linear predictor(s).
-    y : float
-        Target (class index for softmax).
+    y : float or ndarray of shape (K,)
+        Target (class index for softmax; K values for a multi-output Gaussian).
     inv_noise_var : float
         ``1/sigma^2`` for the Gaussian model.
 
@@ -22,11 +22,14 @@ def py_glm_residual(int model, const double[::1] z, double y, double inv_noise_v
     r : ndarray of shape (K,)
     """
     cdef int K = z.shape[0]
-    if model in (LOGISTIC, GAUSSIAN) and K != 1:
-        raise ValueError("logistic and Gaussian models have one output")
-    if model == SOFTMAX and not (0 <= y < K):
+    cdef double[::1] yv = np.atleast_1d(np.asarray(y, dtype=np.float64)).copy()
+    if model == LOGISTIC and K != 1:
+        raise ValueError("the logistic model has one output")
+    if model == GAUSSIAN and yv.shape[0] != K:
+        raise ValueError("a Gaussian model needs K targets per datum")
+    if model == SOFTMAX and not (0 <= yv[0] < K):
         raise ValueError("softmax target must be a class index < K")
     r = np.empty(K)
     cdef double[::1] rv = r
-    glm_residual(model, &z[0], K, y, inv_noise_var, &rv[0])
+    glm_residual(model, &z[0], K, &yv[0], inv_noise_var, &rv[0])
     return r

@@ -41,6 +41,7 @@ class SubsamplingSpec:
     build: Callable
     noise_factor: Callable
     stochastic: bool = True
+    index_chain: bool = False   # choose among candidates with the EWSG index chain
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,15 @@ class SamplerSpec:
     build : callable(dim, config, state, generator) -> Dynamics
         ``state`` is the dynamics' saved state (warm start) or None, in which
         case it draws its initial auxiliary state from ``generator``.
-    prepare : callable(ctx, theta0, step_size, friction, noise_factor) -> dict
-        Once per fit: resolves ``"auto"`` settings into numbers.
+    prepare : callable(ctx, theta0, step_size, friction, noise_factor, temperature) -> dict
+        Once per fit: resolves ``"auto"`` settings into numbers.  ``theta0`` is
+        None when the chains continue (warm start): they carry their own
+        auxiliary state and the settings are already numbers.
     """
 
     build: Callable
     prepare: Callable
+    has_momentum: bool = False
 
 
 # --------------------------------------------------------------- estimators
@@ -80,6 +84,14 @@ SUBSAMPLINGS = {
         prepare=_prepare_none,
         build=lambda problem, cfg: _estimators.UniformSubsampling(problem, cfg["batch_size"]),
         noise_factor=_uniform_noise,
+    ),
+    # EWSG: uniform candidate minibatches, chosen by the index chain of the
+    # chain oracle (any base estimator can be wrapped the same way)
+    "ewsg": SubsamplingSpec(
+        prepare=_prepare_none,
+        build=lambda problem, cfg: _estimators.UniformSubsampling(problem, cfg["batch_size"]),
+        noise_factor=_uniform_noise,
+        index_chain=True,
     ),
 }
 
@@ -116,6 +128,9 @@ def _psgld_V0(ctx, theta0, noise, temperature):
 
 
 def _prepare_psgld(ctx, theta0, step_size, friction, noise, temperature):
+    config = {"temperature": temperature, "n_data": float(ctx.n), "V0": None}
+    if theta0 is None:  # continuing chains keep their accumulator
+        return {**config, "step_size": float(step_size)}
     V0 = _psgld_V0(ctx, theta0, noise, temperature)
     G = 1.0 / (1e-5 + np.sqrt(V0))
     if step_size == "auto":
@@ -129,7 +144,7 @@ def _prepare_psgld(ctx, theta0, step_size, friction, noise, temperature):
         h = AUTO_STEP_FRACTION / (L * (1.0 + noise))
     else:
         h = float(step_size)
-    return {"step_size": h, "temperature": temperature, "V0": V0, "n_data": float(ctx.n)}
+    return {**config, "step_size": h, "V0": V0}
 
 
 def _build_psgld(dim, cfg, state, generator):
@@ -141,12 +156,12 @@ def _build_psgld(dim, cfg, state, generator):
 
 
 def _prepare_sghmc(ctx, theta0, step_size, friction, noise, temperature):
-    L = ctx.curvature_bound()
-    # critical damping of the stiffest direction unless given
-    gamma = 2.0 * np.sqrt(L) if friction == "auto" else float(friction)
+    # the curvature bound costs a power iteration: only computed when needed
+    gamma = 2.0 * np.sqrt(ctx.curvature_bound()) if friction == "auto" else float(friction)
     if step_size == "auto":
-        # stability (h sqrt(L) small, h gamma small) and gradient-noise
-        # inflation h * noise * L / (2 gamma) small
+        # critical damping of the stiffest direction by default; the step keeps
+        # h sqrt(L), h gamma and the gradient-noise inflation h noise L / (2 gamma) small
+        L = ctx.curvature_bound()
         h = AUTO_STEP_FRACTION * min(1.0 / np.sqrt(L), 1.0 / gamma,
                                      2.0 * gamma / (L * max(noise, 1e-300)))
     else:
@@ -166,5 +181,5 @@ def _build_sghmc(dim, cfg, state, generator):
 SAMPLERS = {
     "sgld": SamplerSpec(build=_build_sgld, prepare=_prepare_sgld),
     "psgld": SamplerSpec(build=_build_psgld, prepare=_prepare_psgld),
-    "sghmc": SamplerSpec(build=_build_sghmc, prepare=_prepare_sghmc),
+    "sghmc": SamplerSpec(build=_build_sghmc, prepare=_prepare_sghmc, has_momentum=True),
 }
