@@ -13,9 +13,14 @@ _DOC_PARAMS = """
         The dynamics: stochastic gradient Langevin dynamics, its RMSprop
         preconditioned variant (pSGLD), or SG Hamiltonian Monte Carlo
         (underdamped Langevin, Euler-Maruyama).  Formulas: ALGORITHMS.md.
-    subsampling : {"uniform", "full"}, default="uniform"
+    subsampling : {"uniform", "full", "ewsg"}, default="uniform"
         The gradient estimator: uniform minibatches with replacement
-        (``(n/b) sum_{j in S} grad U_j``) or the exact full-data gradient.
+        (``(n/b) sum_{j in S} grad U_j``), the exact full-data gradient, or
+        EWSG (exponentially weighted stochastic gradients): M + 1 uniform
+        candidate minibatches per gradient, one chosen by a Metropolis
+        index chain targeting ``p_J ∝ exp(½||x + w_J||²)``, ``w_J`` the
+        candidate gradient whitened by the sampler's own one-step
+        transition, so the subsampled kernel mimics the full-gradient one.
     step_size : float or "auto", default="auto"
         h.  ``"auto"`` takes a fixed fraction (0.1) of the sampler's
         stability and gradient-noise limits, from a global bound L on the
@@ -56,9 +61,14 @@ _DOC_PARAMS = """
         independent prior draw per chain, or given values (flat, length
         n_outputs x (n_features + fit_intercept)).
     ewsg_chain_length : int, default=1
-        Length M of the EWSG index chain (used by EWSG subsampling).
-    ewsg_x : {"auto", "zero"}, default="auto"
-        EWSG's whitened increment x (used by EWSG subsampling).
+        Length M of the EWSG index chain (``subsampling="ewsg"``): each
+        gradient costs M + 1 minibatches, counted in ``n_grad_evals_``.
+    ewsg_x : {"auto", "zero", "one", "momentum-stop"}, default="auto"
+        EWSG's whitened increment x at which the weights are evaluated (the
+        alternatives of the EWSG paper's Fig. 1c): ``"auto"`` is the paper's
+        choice (SGHMC: ``x = sqrt(h) gamma r_k / sigma``, i.e. r_{k+1} = r_k;
+        SGLD/pSGLD: x = 0); ``"zero"`` x = 0; ``"one"`` x = (1, ..., 1);
+        ``"momentum-stop"`` r_{k+1} = 0 (samplers with momentum only).
     warm_start : bool, default=False
         Continue the previous chains (state, momentum, preconditioner and
         random stream) instead of starting new ones; ``n_warmup`` steps are
