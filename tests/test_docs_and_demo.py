@@ -1,0 +1,121 @@
+"""The documentation builds warning-free, and ``python -m skbayes_sg demo`` runs."""
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DOC_DIR = REPO_ROOT / "doc"
+
+
+# ------------------------------------------------------------------- docs
+def test_docs_build_without_warnings(tmp_path):
+    pytest.importorskip("sphinx")
+    pytest.importorskip("numpydoc")
+    from sphinx.cmd.build import build_main
+
+    out = tmp_path / "html"
+    # -W: any warning (broken reference, malformed docstring, missing page)
+    # fails the build
+    status = build_main(["-W", "-b", "html", "-q", str(DOC_DIR), str(out)])
+    assert status == 0, "sphinx-build -W failed; run it by hand to see the warnings"
+    for page in ("index", "install", "user_guide", "api", "architecture", "references"):
+        assert (out / f"{page}.html").is_file(), page
+    api = (out / "api.html").read_text(encoding="utf-8")
+    assert "SGMCMCLogisticRegression" in api and "SGMCMCRidge" in api
+    ridge = (out / "generated" / "skbayes_sg.SGMCMCRidge.html").read_text(encoding="utf-8")
+    # the numpydoc sections of the estimator's docstring were rendered
+    assert "sample_y" in ridge and "step_size" in ridge
+
+
+# ------------------------------------------------------------------- command line
+def test_help_lists_the_demo_command(capsys):
+    from skbayes_sg.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    assert "demo" in capsys.readouterr().out
+
+
+def test_no_command_prints_usage(capsys):
+    from skbayes_sg.__main__ import main
+
+    assert main([]) == 2
+    assert "usage" in capsys.readouterr().out
+
+
+def test_module_entry_point_help():
+    # `python -m skbayes_sg --help` in a fresh interpreter
+    proc = subprocess.run([sys.executable, "-m", "skbayes_sg", "demo", "--help"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+                          env=_env_with_repo_on_path())
+    assert proc.returncode == 0, proc.stderr
+    assert "--quick" in proc.stdout and "--seed" in proc.stdout
+
+
+def _env_with_repo_on_path():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return env
+
+
+# ------------------------------------------------------------------- demo
+@pytest.fixture(scope="module")
+def quick_demo():
+    from skbayes_sg._demo import run_demo
+
+    out = io.StringIO()
+    results = run_demo(quick=True, seed=0, n_jobs=2, out=out)
+    return results, out.getvalue()
+
+
+def test_demo_cli_quick(capsys):
+    from skbayes_sg.__main__ import main
+
+    assert main(["demo", "--quick", "--seed", "1", "--n-jobs", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "== Breast cancer" in text and "== Wine" in text and "== Diabetes" in text
+    # the held-out accuracy printed for each sampler on breast cancer
+    rows = re.findall(r"^SGMCMCLogisticRegression (\w+)\s+([0-9.]+)\s+([0-9.]+)", text, re.M)
+    assert len(rows) == 6  # 3 samplers x 2 classification datasets
+    for sampler, accuracy, _ in rows[:3]:
+        assert float(accuracy) > 0.9, (sampler, accuracy)
+
+
+def test_demo_report_sections(quick_demo):
+    _, text = quick_demo
+    for section in ("== Breast cancer: SGMCMCLogisticRegression (binary",
+                    "== Wine: SGMCMCLogisticRegression (multinomial, 3 classes",
+                    "== Diabetes: SGMCMCRidge",
+                    "sklearn LogisticRegression", "sklearn Ridge",
+                    "Posterior summary, sampler=sgld", "Posterior summary, sampler=psgld",
+                    "Posterior summary, sampler=sghmc",
+                    "Laplace sd", "exact sd", "step size", "grad evals", "fit time",
+                    "Total time"):
+        assert section in text, section
+
+
+def test_demo_numbers_are_sane(quick_demo):
+    results, _ = quick_demo
+    for sampler in ("sgld", "psgld", "sghmc"):
+        bc = results["breast_cancer"][sampler]
+        assert bc["accuracy"] > 0.9
+        assert 0 < bc["log_loss"] < 0.3
+        assert bc["step_size"] > 0 and bc["n_grad_evals"] > 0 and bc["fit_time"] > 0
+        assert results["wine"][sampler]["accuracy"] > 0.85
+
+        ridge = results["diabetes"][sampler]
+        # sklearn's Ridge gets ~56 on this split; the target sd is ~77
+        assert ridge["rmse"] < 65
+        assert abs(ridge["rmse"] - results["diabetes"]["sklearn"]["rmse"]) < 5
+        assert 0.75 <= ridge["coverage"] <= 1.0
+        assert -7 < ridge["mean_log_pred"] < -4
+        # even short chains spread over a fair part of the posterior
+        assert 0.1 < ridge["sd_ratio"] < 1.5
+    assert results["breast_cancer"]["sklearn"]["accuracy"] > 0.9
