@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._sampling._chain import EWSG_X_MODES
 from ._sampling._context import FitContext
-from ._sampling._registry import SAMPLERS, SUBSAMPLINGS
+from ._sampling._registry import SAMPLERS, SUBSAMPLINGS, GradientNoise
 from ._sampling._runner import ChainSpec, run_chain
 
 DEFAULT_BATCH_SIZE = 100
@@ -160,7 +160,7 @@ class BaseSGMCMC(BaseEstimator):
             theta0 = self._initial_theta(ctx)
         sub = SUBSAMPLINGS[self.subsampling]
         sub_config = sub.prepare(ctx)
-        noise = sub.noise_factor(ctx)
+        noise = GradientNoise(ctx, sub, theta0)
         samp_config = SAMPLERS[self.sampler].prepare(
             ctx, theta0, step_size, friction, noise, float(self.temperature))
         use_ewsg = sub.index_chain

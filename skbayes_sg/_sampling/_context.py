@@ -83,14 +83,43 @@ class FitContext:
             self._cache["L"] = self.alpha + self.glm.curvature_bound() * self.gram_norm()
         return self._cache["L"]
 
-    def gram_norm(self, col_scale=None):
-        """lambda_max of ``D X_ext^T X_ext D`` (D = diag(col_scale)) by power iteration."""
-        key = ("gram", None if col_scale is None else col_scale.tobytes())
+    def gram_norm(self, col_scale=None, row_weight=None):
+        """lambda_max of ``D X_ext^T W X_ext D`` by power iteration.
+
+        D = diag(col_scale), W = diag(row_weight) (identity when None).
+        """
+        key = ("gram", None if col_scale is None else col_scale.tobytes(),
+               None if row_weight is None else row_weight.tobytes())
         if key not in self._cache:
-            lam, n_iter = _power_iteration(self.X, self.fit_intercept, col_scale)
+            lam, n_iter = _power_iteration(self.X, self.fit_intercept, col_scale, row_weight)
             self.n_grad_evals += n_iter * self.n  # one X^T X v product ~ one full gradient
             self._cache[key] = lam
         return self._cache[key]
+
+    def residual_norms_sq(self, theta):
+        """``||phi'(z_i, y_i)||^2`` at theta for every datum, shape (n,) (cached)."""
+        key = ("rsq", theta.tobytes())
+        if key not in self._cache:
+            K = self.glm.n_outputs
+            Theta = theta.reshape(K, self.dext)
+            out = np.empty(self.n)
+            for start in range(0, self.n, ROW_CHUNK):
+                Xc = self.X[start:start + ROW_CHUNK]
+                R = self.glm.residual(linear_predictor(Xc, Theta, self.fit_intercept),
+                                      self.y[start:start + ROW_CHUNK])
+                out[start:start + len(R)] = np.einsum("nk,nk->n", R, R)
+            self.n_grad_evals += self.n
+            self._cache[key] = out
+        return self._cache[key]
+
+    def minibatch_noise_curvature(self, theta, col_scale=None):
+        """Upper bound on lambda_max of the covariance of the uniform minibatch
+        estimate ``(n/b) sum_{j in S} grad U_j`` at theta (S with replacement):
+        ``(n^2/b) Cov_i(g_i) <= (n/b) sum_i ||r_i||^2 x_i x_i^T`` (g_i = r_i (x) x_i),
+        in the metric D = diag(col_scale) when given.
+        """
+        return (self.n / self.batch_size) * self.gram_norm(
+            col_scale, self.residual_norms_sq(theta))
 
     def gradient_moments(self, theta):
         """Mean and mean square over i of the per-datum gradients at theta.
@@ -137,8 +166,9 @@ class FitContext:
         return out.ravel() + self.alpha
 
 
-def _power_iteration(X, fit_intercept, col_scale=None, n_iter=100, tol=1e-6, seed=0):
-    """Largest eigenvalue of ``D X_ext^T X_ext D`` (X_ext = (X, 1)).
+def _power_iteration(X, fit_intercept, col_scale=None, row_weight=None, n_iter=100, tol=1e-6,
+                     seed=0):
+    """Largest eigenvalue of ``D X_ext^T W X_ext D`` (X_ext = (X, 1), W = diag(row_weight)).
 
     Returns
     -------
@@ -161,6 +191,8 @@ def _power_iteration(X, fit_intercept, col_scale=None, n_iter=100, tol=1e-6, see
         z = np.asarray(X @ u[:d], dtype=np.float64)
         if fit_intercept:
             z = z + u[d]
+        if row_weight is not None:
+            z = z * row_weight
         w = np.empty(dext)
         w[:d] = np.asarray(X.T @ z, dtype=np.float64)
         if fit_intercept:

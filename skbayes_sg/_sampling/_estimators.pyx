@@ -180,7 +180,8 @@ cdef class UniformSubsampling(GradientEstimator):
         self.batch_size = batch_size
         self.max_batch = batch_size
         self.replace = replace
-        self.perm = np.arange(problem.store.n, dtype=np.intp)
+        # the permutation is only needed without replacement (n values per chain)
+        self.perm = np.arange(problem.store.n if not replace else 1, dtype=np.intp)
 
     cdef void candidate(self, const double* theta, Candidate* c) noexcept nogil:
         cdef intp j, t, swap

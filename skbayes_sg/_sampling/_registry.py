@@ -32,14 +32,15 @@ class SubsamplingSpec:
         Once per fit (main process); the dict is passed to every chain.
     build : callable(problem, config) -> GradientEstimator
         Once per chain.
-    noise_factor : callable(ctx) -> float
-        Ratio of the estimator's gradient-noise variance to the curvature,
-        used by the automatic step size (0 for exact gradients).
+    noise_curvature : callable(ctx, theta, col_scale) -> float
+        Upper bound on the largest eigenvalue of the covariance of the
+        estimate at theta (in the metric diag(col_scale) when given), used by
+        the automatic step size; 0 for exact gradients.
     """
 
     prepare: Callable
     build: Callable
-    noise_factor: Callable
+    noise_curvature: Callable
     stochastic: bool = True
     index_chain: bool = False   # choose among candidates with the EWSG index chain
 
@@ -53,10 +54,11 @@ class SamplerSpec:
     build : callable(dim, config, state, generator) -> Dynamics
         ``state`` is the dynamics' saved state (warm start) or None, in which
         case it draws its initial auxiliary state from ``generator``.
-    prepare : callable(ctx, theta0, step_size, friction, noise_factor, temperature) -> dict
-        Once per fit: resolves ``"auto"`` settings into numbers.  ``theta0`` is
-        None when the chains continue (warm start): they carry their own
-        auxiliary state and the settings are already numbers.
+    prepare : callable(ctx, theta0, step_size, friction, noise, temperature) -> dict
+        Once per fit: resolves ``"auto"`` settings into numbers.  ``noise`` is
+        a :class:`GradientNoise`.  ``theta0`` is None when the chains continue
+        (warm start): they carry their own auxiliary state and the settings
+        are already numbers.
     """
 
     build: Callable
@@ -64,33 +66,54 @@ class SamplerSpec:
     has_momentum: bool = False
 
 
+@dataclass
+class GradientNoise:
+    """What the dynamics' automatic settings know of the estimator's noise."""
+
+    ctx: object
+    spec: SubsamplingSpec
+    theta0: object
+
+    @property
+    def stochastic(self):
+        return self.spec.stochastic
+
+    def curvature(self, col_scale=None):
+        """Largest eigenvalue of the estimate's covariance at theta0 (0 if exact)."""
+        return self.spec.noise_curvature(self.ctx, self.theta0, col_scale)
+
+
 # --------------------------------------------------------------- estimators
 def _prepare_none(ctx):
     return {"batch_size": ctx.batch_size}
 
 
-def _uniform_noise(ctx):
-    return ctx.n / ctx.batch_size
+def _uniform_noise(ctx, theta, col_scale=None):
+    return ctx.minibatch_noise_curvature(theta, col_scale)
+
+
+def _no_noise(ctx, theta, col_scale=None):
+    return 0.0
 
 
 SUBSAMPLINGS = {
     "full": SubsamplingSpec(
         prepare=_prepare_none,
         build=lambda problem, cfg: _estimators.FullGradient(problem),
-        noise_factor=lambda ctx: 0.0,
+        noise_curvature=_no_noise,
         stochastic=False,
     ),
     "uniform": SubsamplingSpec(
         prepare=_prepare_none,
         build=lambda problem, cfg: _estimators.UniformSubsampling(problem, cfg["batch_size"]),
-        noise_factor=_uniform_noise,
+        noise_curvature=_uniform_noise,
     ),
     # EWSG: uniform candidate minibatches, chosen by the index chain of the
     # chain oracle (any base estimator can be wrapped the same way)
     "ewsg": SubsamplingSpec(
         prepare=_prepare_none,
         build=lambda problem, cfg: _estimators.UniformSubsampling(problem, cfg["batch_size"]),
-        noise_factor=_uniform_noise,
+        noise_curvature=_uniform_noise,
         index_chain=True,
     ),
 }
@@ -98,7 +121,10 @@ SUBSAMPLINGS = {
 
 # ----------------------------------------------------------------- dynamics
 def _auto_sgld(ctx, noise):
-    return AUTO_STEP_FRACTION / (ctx.curvature_bound() * (1.0 + noise))
+    # ULA inflates the stationary variance along curvature lambda by
+    # 1/(1 - h lambda/2); gradient noise of variance v along a direction by
+    # about 1 + h v / 2: both stay near 5% with h = 0.1 / (L + v_max)
+    return AUTO_STEP_FRACTION / (ctx.curvature_bound() + noise.curvature())
 
 
 def _prepare_sgld(ctx, theta0, step_size, friction, noise, temperature):
@@ -123,7 +149,8 @@ def _psgld_V0(ctx, theta0, noise, temperature):
     n, b = ctx.n, ctx.batch_size
     mean, mean_sq = ctx.gradient_moments(theta0)
     full_grad = n * mean + ctx.alpha * theta0
-    sampling_var = (n * n / b) * np.maximum(mean_sq - mean ** 2, 0.0) if noise > 0 else 0.0
+    sampling_var = ((n * n / b) * np.maximum(mean_sq - mean ** 2, 0.0)
+                    if noise.stochastic else 0.0)
     return (full_grad ** 2 + temperature * ctx.hessian_diag(theta0) + sampling_var) / n ** 2
 
 
@@ -137,11 +164,11 @@ def _prepare_psgld(ctx, theta0, step_size, friction, noise, temperature):
         # curvature of U in the preconditioned metric G^(1/2) H G^(1/2);
         # H <= alpha I + c X^T X (x) I_K, so bound it output by output
         K = ctx.glm.n_outputs
-        Gk = G.reshape(K, ctx.dext)
-        L = max(ctx.alpha * Gk[k].max()
-                + ctx.glm.curvature_bound() * ctx.gram_norm(np.sqrt(Gk[k]))
-                for k in range(K))
-        h = AUTO_STEP_FRACTION / (L * (1.0 + noise))
+        Gk = np.sqrt(G.reshape(K, ctx.dext))
+        L = max(ctx.alpha * Gk[k].max() ** 2
+                + ctx.glm.curvature_bound() * ctx.gram_norm(Gk[k]) for k in range(K))
+        v = max(noise.curvature(Gk[k]) for k in range(K)) if noise.stochastic else 0.0
+        h = AUTO_STEP_FRACTION / (L + v)
     else:
         h = float(step_size)
     return {**config, "step_size": h, "V0": V0}
@@ -161,9 +188,12 @@ def _prepare_sghmc(ctx, theta0, step_size, friction, noise, temperature):
     if step_size == "auto":
         # critical damping of the stiffest direction by default; the step keeps
         # h sqrt(L), h gamma and the gradient-noise inflation h noise L / (2 gamma) small
+        # the gradient noise enters r with variance h^2 v per step against
+        # 2 gamma T h injected: inflation about 1 + h v / (2 gamma)
         L = ctx.curvature_bound()
+        v = noise.curvature()
         h = AUTO_STEP_FRACTION * min(1.0 / np.sqrt(L), 1.0 / gamma,
-                                     2.0 * gamma / (L * max(noise, 1e-300)))
+                                     2.0 * gamma / v if v > 0 else np.inf)
     else:
         h = float(step_size)
     return {"step_size": h, "temperature": temperature, "friction": gamma}

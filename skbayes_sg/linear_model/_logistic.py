@@ -12,7 +12,7 @@ _DOC_PARAMS = """
     sampler : {"sgld", "psgld", "sghmc"}, default="sgld"
         The dynamics: stochastic gradient Langevin dynamics, its RMSprop
         preconditioned variant (pSGLD), or SG Hamiltonian Monte Carlo
-        (underdamped Langevin, Euler-Maruyama).  Formulas: ALGORITHMS.md.
+        (underdamped Langevin, Euler-Maruyama).  Formulas: the user guide.
     subsampling : {"uniform", "full", "ewsg"}, default="uniform"
         The gradient estimator: uniform minibatches with replacement
         (``(n/b) sum_{j in S} grad U_j``), the exact full-data gradient, or
