@@ -11,7 +11,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._sampling._chain import EWSG_X_MODES
 from ._sampling._context import FitContext
-from ._sampling._registry import SAMPLERS, SUBSAMPLINGS, GradientNoise
+from ._sampling._registry import (
+    ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise)
 from ._sampling._runner import ChainSpec, run_chain
 
 DEFAULT_BATCH_SIZE = 100
@@ -46,6 +47,11 @@ class BaseSGMCMC(BaseEstimator):
         "init": [StrOptions({"mode", "zeros", "prior"}), "array-like"],
         "ewsg_chain_length": [Interval(numbers.Integral, 0, None, closed="left")],
         "ewsg_x": [StrOptions(set(EWSG_X_MODES))],
+        "access": [StrOptions({"random", "reshuffle", "cyclic"})],
+        "snapshot_period": [Interval(numbers.Integral, 1, None, closed="left"),
+                            StrOptions({"auto"})],
+        "pv_threshold": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "pilot_steps": [Interval(numbers.Integral, 1, None, closed="left")],
         "warm_start": ["boolean"],
         "verbose": ["verbose"],
     }
@@ -70,6 +76,10 @@ class BaseSGMCMC(BaseEstimator):
         init="mode",
         ewsg_chain_length=1,
         ewsg_x="auto",
+        access="random",
+        snapshot_period="auto",
+        pv_threshold="auto",
+        pilot_steps=500,
         warm_start=False,
         verbose=0,
     ):
@@ -90,6 +100,10 @@ class BaseSGMCMC(BaseEstimator):
         self.init = init
         self.ewsg_chain_length = ewsg_chain_length
         self.ewsg_x = ewsg_x
+        self.access = access
+        self.snapshot_period = snapshot_period
+        self.pv_threshold = pv_threshold
+        self.pilot_steps = pilot_steps
         self.warm_start = warm_start
         self.verbose = verbose
 
@@ -137,6 +151,11 @@ class BaseSGMCMC(BaseEstimator):
                 f"warm_start=True continues the previous sampler={self._chain_sampler!r} "
                 f"chains; sampler={self.sampler!r} differs. Set "
                 f"sampler={self._chain_sampler!r} or warm_start=False.")
+        if continuing and self._chain_subsampling != self.subsampling:
+            raise ValueError(
+                f"warm_start=True continues the previous subsampling="
+                f"{self._chain_subsampling!r} chains; subsampling={self.subsampling!r} "
+                f"differs. Set subsampling={self._chain_subsampling!r} or warm_start=False.")
         X, y = self._validate_X_y(X, y, reset=not continuing)
         y_enc = self._encode_targets(y)
         glm = self._make_glm(X, y_enc)
@@ -145,6 +164,21 @@ class BaseSGMCMC(BaseEstimator):
         ctx = FitContext(X, y_enc, glm, float(self.alpha), bool(self.fit_intercept),
                          int(min(batch, n)))
         self._fit_context_hook(ctx)
+        if self.access != "random" and self.subsampling not in ACCESS_SUBSAMPLINGS:
+            raise ValueError(
+                f"access={self.access!r} does not apply to subsampling={self.subsampling!r}, "
+                "which draws from its own weights. Use access='random' or one of "
+                f"subsampling in {sorted(ACCESS_SUBSAMPLINGS)}.")
+        if not continuing:
+            seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+            seeds = np.random.SeedSequence(seed).spawn(self.n_chains + 1)
+        ctx.options.update(
+            access=self.access, snapshot_period=self.snapshot_period,
+            pv_threshold=self.pv_threshold, pilot_steps=self.pilot_steps,
+            # the set-up's own randomness (pilot chains) never shares a chain's stream
+            pilot_seed=None if continuing else seeds[-1])
+        if continuing and hasattr(self, "mode_"):
+            ctx._cache["mode"] = self.mode_.ravel().copy()  # the mode does not move
 
         step_size, friction = self.step_size, self.friction
         if continuing:
@@ -158,8 +192,15 @@ class BaseSGMCMC(BaseEstimator):
                 friction = self.friction_
         else:
             theta0 = self._initial_theta(ctx)
+            if not (isinstance(self.init, str) and self.init == "prior"):
+                ctx.options["shared_start"] = theta0  # every chain starts here
         sub = SUBSAMPLINGS[self.subsampling]
-        sub_config = sub.prepare(ctx)
+        if continuing:
+            # same estimator set-up as when the chains started (mode, weights,
+            # pilot threshold, tables): the continuation is one longer run
+            sub_config = self._subsampling_config
+        else:
+            sub_config = sub.prepare(ctx)
         noise = GradientNoise(ctx, sub, theta0)
         samp_config = SAMPLERS[self.sampler].prepare(
             ctx, theta0, step_size, friction, noise, float(self.temperature))
@@ -183,8 +224,7 @@ class BaseSGMCMC(BaseEstimator):
             starts = self._chain_states
             theta_starts = [None] * self.n_chains
         else:
-            seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-            starts = np.random.SeedSequence(seed).spawn(self.n_chains)
+            starts = seeds[:self.n_chains]
             theta_starts = self._chain_start_points(ctx, theta0, starts)
 
         results = Parallel(n_jobs=self.n_jobs, prefer="threads")(
@@ -207,6 +247,8 @@ class BaseSGMCMC(BaseEstimator):
         self._store_draws(draws, ctx)
         self._chain_states = [r.state for r in results]
         self._chain_sampler = self.sampler
+        self._chain_subsampling = self.subsampling
+        self._subsampling_config = sub_config
         self.step_size_ = float(samp_config["step_size"])
         if "friction" in samp_config:
             self.friction_ = float(samp_config["friction"])
@@ -219,6 +261,21 @@ class BaseSGMCMC(BaseEstimator):
         self.sampling_time_ = float(max(r.seconds for r in results))
         if "mode" in ctx._cache:
             self.mode_ = self._unflatten(ctx._cache["mode"], K, dext)
+        laplace = [v for k, v in ctx._cache.items() if isinstance(k, tuple) and k[0] == "laplace"]
+        if laplace:
+            self.laplace_cov_ = laplace[0]
+        elif hasattr(self, "laplace_cov_") and not continuing:
+            del self.laplace_cov_
+        sizes = [r.batch_sizes for r in results]
+        if sizes[0] is not None:
+            self.batch_sizes_ = np.stack(sizes)
+            self.mean_batch_size_ = float(self.batch_sizes_.mean())
+        else:
+            for name in ("batch_sizes_", "mean_batch_size_"):
+                if hasattr(self, name):
+                    delattr(self, name)
+        if "pilot_q95" in ctx.options:
+            self.pv_threshold_ = ctx.options["pilot_q95"]
         return self
 
     def _discard_posterior(self, keep_chains):

@@ -15,6 +15,17 @@ from scipy.optimize import minimize
 from ._glm import GLM, linear_predictor, potential_and_grad
 
 ROW_CHUNK = 8192
+# above this many parameters the Laplace covariance is approximated by its diagonal
+MAX_DENSE_LAPLACE = 4000
+
+
+def _dense_ext(Xc, fit_intercept):
+    """A dense float64 copy of a row chunk, with the constant column."""
+    Xd = Xc.toarray() if sp.issparse(Xc) else np.asarray(Xc, dtype=np.float64)
+    Xd = np.asarray(Xd, dtype=np.float64)
+    if fit_intercept:
+        Xd = np.hstack([Xd, np.ones((Xd.shape[0], 1))])
+    return Xd
 
 
 @dataclass
@@ -39,6 +50,7 @@ class FitContext:
     alpha: float
     fit_intercept: bool
     batch_size: int
+    options: dict = field(default_factory=dict)   # estimator settings (access, ...)
     _cache: dict = field(default_factory=dict, repr=False)
     # per-datum gradient evaluations spent on set-up: every full pass over the
     # data (mode search, power iteration, moments) counts n
@@ -95,6 +107,107 @@ class FitContext:
             self.n_grad_evals += n_iter * self.n  # one X^T X v product ~ one full gradient
             self._cache[key] = lam
         return self._cache[key]
+
+    def residuals(self, theta):
+        """``R[i] = phi'(z_i, y_i)`` at theta, shape (n, K), and the data gradient
+        ``sum_i grad U_i(theta)`` (dim,) -- one counted pass (cached)."""
+        key = ("res", theta.tobytes())
+        if key not in self._cache:
+            K, d = self.glm.n_outputs, self.X.shape[1]
+            Theta = theta.reshape(K, self.dext)
+            R = np.empty((self.n, K))
+            G = np.zeros((K, self.dext))
+            for start in range(0, self.n, ROW_CHUNK):
+                Xc = self.X[start:start + ROW_CHUNK]
+                Rc = self.glm.residual(linear_predictor(Xc, Theta, self.fit_intercept),
+                                       self.y[start:start + ROW_CHUNK])
+                R[start:start + len(Rc)] = Rc
+                G[:, :d] += np.asarray(Xc.T @ Rc).T
+                if self.fit_intercept:
+                    G[:, d] += Rc.sum(axis=0)
+            self.n_grad_evals += self.n
+            self._cache[key] = (R, G.ravel())
+        return self._cache[key]
+
+    def laplace_cov(self, theta):
+        """Laplace covariance ``(alpha I + sum_i grad^2 U_i(theta))^-1`` (cached).
+
+        Dense (K*dext)^2; above ``MAX_DENSE_LAPLACE`` parameters the diagonal
+        approximation ``diag(1 / diag H)`` is returned instead.
+        """
+        key = ("laplace", theta.tobytes())
+        if key not in self._cache:
+            if self.dim > MAX_DENSE_LAPLACE:
+                self._cache[key] = np.diag(1.0 / self.hessian_diag(theta))
+            else:
+                self._cache[key] = np.linalg.inv(self.hessian(theta))
+        return self._cache[key]
+
+    def hessian(self, theta):
+        """Dense ``grad^2 U(theta)`` (prior included), shape (dim, dim)."""
+        K, dext = self.glm.n_outputs, self.dext
+        Theta = theta.reshape(K, dext)
+        H = np.zeros((K, dext, K, dext))
+        for start in range(0, self.n, ROW_CHUNK):
+            Xc = self.X[start:start + ROW_CHUNK]
+            Xe = _dense_ext(Xc, self.fit_intercept)
+            Hw = self.glm.hessian_weights(linear_predictor(Xc, Theta, self.fit_intercept),
+                                          self.y[start:start + ROW_CHUNK])
+            if Hw.ndim == 1:
+                H[0, :, 0, :] += Xe.T @ (Xe * Hw[:, None])
+            else:
+                for k in range(K):
+                    for m in range(K):
+                        H[k, :, m, :] += Xe.T @ (Xe * Hw[:, k, m][:, None])
+        self.n_grad_evals += self.n
+        return H.reshape(self.dim, self.dim) + self.alpha * np.eye(self.dim)
+
+    def hessian_trace_weights(self, theta):
+        """``sqrt(tr(H_i S H_i))`` per datum, H_i = grad^2 U_i(theta), S the
+        Laplace covariance at theta: the SGLD-CV-PS weights (closed form for a
+        GLM: H_i = C_i (x) x_i x_i^T, so tr(H_i S H_i) = ||x_i||^2 tr(C_i Q_i C_i),
+        Q_i[k, m] = x_i^T S_km x_i)."""
+        K, dext = self.glm.n_outputs, self.dext
+        S = self.laplace_cov(theta).reshape(K, dext, K, dext)
+        Theta = theta.reshape(K, dext)
+        out = np.empty(self.n)
+        for start in range(0, self.n, ROW_CHUNK):
+            Xc = self.X[start:start + ROW_CHUNK]
+            Xe = _dense_ext(Xc, self.fit_intercept)
+            Hw = self.glm.hessian_weights(linear_predictor(Xc, Theta, self.fit_intercept),
+                                          self.y[start:start + ROW_CHUNK])
+            sq = np.einsum("ij,ij->i", Xe, Xe)
+            if Hw.ndim == 1:
+                q = np.einsum("ij,jk,ik->i", Xe, S[0, :, 0, :], Xe)
+                out[start:start + len(q)] = Hw ** 2 * q * sq
+            else:
+                Q = np.empty((len(Xe), K, K))
+                for k in range(K):
+                    for m in range(K):
+                        Q[:, k, m] = np.einsum("ij,jl,il->i", Xe, S[k, :, m, :], Xe)
+                out[start:start + len(Q)] = sq * np.einsum("ikl,ilm,imk->i", Hw, Q, Hw)
+        self.n_grad_evals += self.n
+        return np.sqrt(np.maximum(out, 0.0))
+
+    def leverages(self, theta):
+        """``x_i^T S x_i`` (S the Laplace covariance; max over output blocks),
+        the posterior variance of z_i: how far residuals move under the posterior."""
+        K, dext = self.glm.n_outputs, self.dext
+        S = self.laplace_cov(theta).reshape(K, dext, K, dext)
+        out = np.zeros(self.n)
+        for start in range(0, self.n, ROW_CHUNK):
+            Xe = _dense_ext(self.X[start:start + ROW_CHUNK], self.fit_intercept)
+            for k in range(K):
+                q = np.einsum("ij,jl,il->i", Xe, S[k, :, k, :], Xe)
+                out[start:start + len(q)] = np.maximum(out[start:start + len(q)], q)
+        return out
+
+    def row_norms_sq(self):
+        """``||(x_i, 1)||^2`` for every row (cached)."""
+        if "rownorms" not in self._cache:
+            from ._glm import row_norms_sq
+            self._cache["rownorms"] = row_norms_sq(self.X, self.fit_intercept)
+        return self._cache["rownorms"]
 
     def residual_norms_sq(self, theta):
         """``||phi'(z_i, y_i)||^2`` at theta for every datum, shape (n,) (cached)."""

@@ -69,3 +69,45 @@ cdef class UniformSubsampling(GradientEstimator):
     cdef intp batch_size
     cdef bint replace
     cdef intp[::1] perm          # scratch for draws without replacement
+
+
+cdef enum Access:
+    ACCESS_RANDOM = 0      # uniform with replacement
+    ACCESS_RESHUFFLE = 1   # a fresh permutation per pass, consecutive blocks
+    ACCESS_CYCLIC = 2      # blocks 0..n-1 in order
+    ACCESS_WEIGHTED = 3    # with replacement from fixed weights p (alias method)
+
+cdef enum Control:
+    CONTROL_NONE = 0       # a_j = 0, A = 0
+    CONTROL_FIXED = 1      # a_j = r_j(theta_hat) (a table), A = sum grad U_j(theta_hat)
+    CONTROL_SNAPSHOT = 2   # a_j = r_j(theta_tilde) recomputed; theta_tilde, A refreshed every period
+    CONTROL_TABLE = 3      # SAGA: a_j = residual at j's last visit, updated on commit
+
+
+cdef class GLMEstimator(GradientEstimator):
+    cdef int access
+    cdef int control
+    cdef intp batch_size            # b (fixed size, or the pilot size when adaptive)
+    cdef intp period                # refresh period in steps (SVRG, TMU); 0 = never
+    cdef long long n_steps          # steps begun (for the refresh schedule)
+    cdef long long n_refreshes
+    cdef double[::1] A              # dim: sum_j a_j (x) x_j
+    cdef double[::1] table          # n*K control residuals (FIXED, TABLE)
+    cdef double[::1] snapshot       # dim: theta_tilde (SNAPSHOT)
+    cdef double[::1] zbuf2          # K scratch
+    cdef double[::1] abuf           # K scratch
+    # index selection
+    cdef intp[::1] order            # permutation (RESHUFFLE)
+    cdef intp cursor                # next position in the pass (RESHUFFLE, CYCLIC)
+    cdef double[::1] alias_prob     # alias method (WEIGHTED)
+    cdef intp[::1] alias_index
+    cdef double[::1] inv_np         # 1 / (n p_j) (WEIGHTED): importance weights
+    # adaptive subsample size: b_k = clip(ceil(coef ||theta - centre||^2), 1, n)
+    cdef bint adaptive
+    cdef double adaptive_coef
+    cdef double[::1] centre
+    cdef intp[::1] size_log
+    cdef intp log_pos
+
+    cdef intp _draw(self, intp* idx, intp b) noexcept nogil
+    cdef void _refresh(self, const double* theta) noexcept nogil

@@ -10,7 +10,8 @@ import numpy as np
 cimport numpy as cnp
 from libc.string cimport memset
 from numpy.random cimport bitgen_t
-from numpy.random.c_distributions cimport random_interval
+from numpy.random.c_distributions cimport random_interval, random_standard_uniform
+from libc.math cimport ceil
 
 from ._models cimport LOGISTIC, GAUSSIAN, SOFTMAX
 
@@ -219,3 +220,317 @@ cdef class UniformSubsampling(GradientEstimator):
                 self.rbuf[k] = scale * r[k]
             row_axpy(P.X, i, &self.rbuf[0], P.K, c.grad)
         self.n_evals += b
+
+
+ACCESS_MODES = {"random": ACCESS_RANDOM, "reshuffle": ACCESS_RESHUFFLE,
+                "cyclic": ACCESS_CYCLIC, "weighted": ACCESS_WEIGHTED}
+CONTROL_MODES = {"none": CONTROL_NONE, "fixed": CONTROL_FIXED,
+                 "snapshot": CONTROL_SNAPSHOT, "table": CONTROL_TABLE}
+
+
+def alias_table(p):
+    """Vose's alias method: O(n) set-up for O(1) draws from weights ``p``.
+
+    Returns
+    -------
+    prob : ndarray of shape (n,)
+        Acceptance probability of column i.
+    alias : ndarray of shape (n,)
+        The other outcome of column i.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    n = len(p)
+    scaled = p * (n / p.sum())
+    prob = np.ones(n)
+    alias = np.arange(n, dtype=np.intp)
+    small = [i for i in range(n) if scaled[i] < 1.0]
+    large = [i for i in range(n) if scaled[i] >= 1.0]
+    while small and large:
+        s_, l_ = small.pop(), large.pop()
+        prob[s_] = scaled[s_]
+        alias[s_] = l_
+        scaled[l_] = (scaled[l_] + scaled[s_]) - 1.0
+        (small if scaled[l_] < 1.0 else large).append(l_)
+    return prob, alias
+
+
+cdef class GLMEstimator(GradientEstimator):
+    """Control-variate / importance-weighted estimators of a GLM's data gradient.
+
+    ``g = A + sum_{j in S} w_j (r_j(theta) - a_j) (x) x_j``, with
+
+    - ``w_j = n / b`` (uniform access) or ``1 / (b p_j)`` (weighted access),
+    - the control residuals ``a_j`` and their sum ``A`` set by ``control``:
+      none (plain subsampling), fixed at a point (SGLD-CV), a snapshot
+      refreshed every ``period`` steps and recomputed on the fly (SVRG-LD,
+      PTU), or a table updated with the visited data (SAGA-LD, PPU; plus a full
+      refresh every ``period`` steps: TMU),
+    - the minibatch drawn by ``access``: random with replacement, reshuffled
+      (a fresh permutation per pass, consecutive blocks), cyclic blocks
+      (sequential reads, memory-mapped data friendly), or from fixed weights
+      ``p`` with the alias method (O(1) per draw),
+    - optionally an adaptive size ``b_k = clip(ceil(coef ||theta - centre||^2), 1, n)``
+      (ASGLD-CV).
+
+    A GLM's per-datum gradient is a K-vector times the row, so every table
+    holds n*K scalars, never n gradient vectors.  Every estimate is unbiased
+    for random and weighted access (the periodic refreshes only move A and
+    a_j, never the expectation).
+
+    Parameters
+    ----------
+    problem : Problem
+    batch_size : int
+        b (the pilot size when ``adaptive_coef`` is given).
+    access : {"random", "reshuffle", "cyclic", "weighted"}
+    control : {"none", "fixed", "snapshot", "table"}
+    period : int
+        Steps between full refreshes (snapshot: required; table: 0 = SAGA,
+        > 0 = TMU).
+    weights : ndarray of shape (n,) or None
+        Sampling weights for weighted access (normalised here).
+    control_point : ndarray of shape (dim,) or None
+        theta_hat for fixed control, or the first snapshot / table point
+        (else theta at the first step).
+    control_residuals, control_sum : ndarrays or None
+        ``r_j(control_point)`` (n*K values) and ``sum_j grad U_j(control_point)``
+        (dim values), computed once for all chains; without them the
+        estimator makes that data pass itself (counted in ``n_evals``).
+    adaptive_coef : float or None
+        Enables the adaptive size with this coefficient.
+    centre : ndarray of shape (dim,) or None
+        Centre of the adaptive rule (the mode).
+    """
+
+    def __init__(self, Problem problem, Py_ssize_t batch_size, str access="random",
+                 str control="none", Py_ssize_t period=0, weights=None, control_point=None,
+                 control_residuals=None, control_sum=None, adaptive_coef=None, centre=None):
+        GradientEstimator.__init__(self, problem)
+        cdef intp n = problem.store.n
+        cdef intp K = problem.store.K
+        if not 1 <= batch_size <= max(n, 1):
+            raise ValueError("batch_size must be in [1, n_samples]")
+        if access not in ACCESS_MODES or control not in CONTROL_MODES:
+            raise ValueError("unknown access %r or control %r" % (access, control))
+        self.access = ACCESS_MODES[access]
+        self.control = CONTROL_MODES[control]
+        self.batch_size = batch_size
+        self.period = period
+        self.adaptive = adaptive_coef is not None
+        self.adaptive_coef = adaptive_coef if self.adaptive else 0.0
+        self.max_batch = n if self.adaptive else batch_size
+        self.zbuf2 = np.zeros(max(K, 1))
+        self.abuf = np.zeros(max(K, 1))
+        self.A = np.zeros(max(problem.store.dim, 1))
+        self.table = np.zeros(n * K if self.control in (CONTROL_FIXED, CONTROL_TABLE) else 1)
+        self.snapshot = np.zeros(max(problem.store.dim, 1))
+        self.order = np.arange(n if self.access == ACCESS_RESHUFFLE else 1, dtype=np.intp)
+        self.cursor = n  # RESHUFFLE: shuffle at the first draw
+        if self.access == ACCESS_CYCLIC:
+            self.cursor = 0
+        self.size_log = np.zeros(1, dtype=np.intp)
+        self.log_pos = 0
+        if self.control == CONTROL_SNAPSHOT and period < 1:
+            raise ValueError("a snapshot estimator needs period >= 1")
+        if self.access == ACCESS_WEIGHTED:
+            if weights is None:
+                raise ValueError("weighted access needs weights")
+            w = np.asarray(weights, dtype=np.float64)
+            if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+                raise ValueError("weights must be n positive finite numbers")
+            w = w / w.sum()
+            prob, alias = alias_table(w)
+            self.alias_prob = prob
+            self.alias_index = alias
+            self.inv_np = 1.0 / (n * w)
+        else:
+            self.alias_prob = np.ones(1)
+            self.alias_index = np.zeros(1, dtype=np.intp)
+            self.inv_np = np.ones(1)
+        self.centre = np.zeros(max(problem.store.dim, 1))
+        if self.adaptive:
+            if centre is None:
+                raise ValueError("the adaptive size needs a centre (the mode)")
+            self.centre = np.array(centre, dtype=np.float64)
+        cdef double[::1] th
+        if control_point is not None and self.control != CONTROL_NONE:
+            th = np.ascontiguousarray(control_point, dtype=np.float64)
+            if th.shape[0] != problem.store.dim:
+                raise ValueError("control_point must have dim values")
+            if control_residuals is not None and control_sum is not None:
+                self.A = np.array(control_sum, dtype=np.float64)
+                if self.control != CONTROL_SNAPSHOT:
+                    self.table = np.array(control_residuals, dtype=np.float64).reshape(-1)
+                self.snapshot = np.array(th)
+                self.n_refreshes = 1
+            else:
+                self._refresh(&th[0])
+        elif self.control == CONTROL_FIXED:
+            raise ValueError("fixed control needs control_point (the mode)")
+
+    # ------------------------------------------------------------ indices
+    cdef intp _draw(self, intp* idx, intp b) noexcept nogil:
+        cdef intp j, t, swap, i
+        cdef intp n = self.P.n
+        if self.access == ACCESS_RANDOM:
+            for j in range(b):
+                idx[j] = <intp> random_interval(self.rng, n - 1)
+        elif self.access == ACCESS_WEIGHTED:
+            for j in range(b):
+                i = <intp> random_interval(self.rng, n - 1)
+                if random_standard_uniform(self.rng) >= self.alias_prob[i]:
+                    i = self.alias_index[i]
+                idx[j] = i
+        elif self.access == ACCESS_RESHUFFLE:
+            if self.cursor + b > n:  # start a pass: a fresh uniform permutation
+                for j in range(n - 1, 0, -1):
+                    t = <intp> random_interval(self.rng, j)
+                    swap = self.order[j]
+                    self.order[j] = self.order[t]
+                    self.order[t] = swap
+                self.cursor = 0
+            for j in range(b):
+                idx[j] = self.order[self.cursor + j]
+            self.cursor += b
+        else:  # cyclic blocks, wrapping around
+            for j in range(b):
+                idx[j] = self.cursor
+                self.cursor += 1
+                if self.cursor == n:
+                    self.cursor = 0
+        return b
+
+    # ------------------------------------------------------------ control
+    cdef void _refresh(self, const double* theta) noexcept nogil:
+        """a_j = r_j(theta) for all j and A = sum_j grad U_j(theta) (a data pass)."""
+        cdef const ProblemStore* P = self.P
+        cdef intp i, j
+        cdef int k
+        memset(&self.A[0], 0, P.dim * sizeof(double))
+        for i in range(P.n):
+            datum_residual(P, i, theta, &self.zbuf[0], &self.rbuf[0])
+            row_axpy(P.X, i, &self.rbuf[0], P.K, &self.A[0])
+            if self.control == CONTROL_FIXED or self.control == CONTROL_TABLE:
+                for k in range(P.K):
+                    self.table[i * P.K + k] = self.rbuf[k]
+        if self.control == CONTROL_SNAPSHOT:
+            for j in range(P.dim):
+                self.snapshot[j] = theta[j]
+        self.n_evals += P.n
+        self.n_refreshes += 1
+
+    cdef void begin_step(self, const double* theta) noexcept nogil:
+        if self.period > 0 and (self.control == CONTROL_SNAPSHOT or self.control == CONTROL_TABLE):
+            if self.n_steps % self.period == 0 and not (self.n_steps == 0 and self.n_refreshes > 0):
+                self._refresh(theta)
+        self.n_steps += 1
+
+    # ------------------------------------------------------------ estimate
+    cdef void candidate(self, const double* theta, Candidate* c) noexcept nogil:
+        cdef intp b = self.batch_size
+        cdef double dist2 = 0.0, v
+        cdef intp j
+        if self.adaptive:
+            for j in range(self.P.dim):
+                v = theta[j] - self.centre[j]
+                dist2 += v * v
+            v = ceil(self.adaptive_coef * dist2)
+            b = 1 if v < 1.0 else (self.P.n if v > <double> self.P.n else <intp> v)
+            if self.log_pos < self.size_log.shape[0]:
+                self.size_log[self.log_pos] = b
+                self.log_pos += 1
+        c.size = self._draw(c.idx, b)
+        self.evaluate(theta, c)
+
+    cdef void evaluate(self, const double* theta, Candidate* c) noexcept nogil:
+        cdef const ProblemStore* P = self.P
+        cdef intp j, i
+        cdef intp b = c.size
+        cdef int k
+        cdef double w
+        cdef double inv_b = 1.0 / <double> b
+        cdef double* r
+        for j in range(P.dim):
+            c.grad[j] = self.A[j]
+        for j in range(b):
+            row_prefetch(P.X, c.idx[j])
+        for j in range(b):
+            i = c.idx[j]
+            r = c.resid + j * P.K
+            datum_residual(P, i, theta, &self.zbuf[0], r)
+            if self.control == CONTROL_SNAPSHOT:
+                datum_residual(P, i, &self.snapshot[0], &self.zbuf2[0], &self.abuf[0])
+            elif self.control == CONTROL_NONE:
+                for k in range(P.K):
+                    self.abuf[k] = 0.0
+            else:
+                for k in range(P.K):
+                    self.abuf[k] = self.table[i * P.K + k]
+            if self.access == ACCESS_WEIGHTED:
+                w = self.inv_np[i] * P.n * inv_b   # 1 / (b p_i)
+            else:
+                w = P.n * inv_b
+            for k in range(P.K):
+                self.rbuf[k] = w * (r[k] - self.abuf[k])
+            row_axpy(P.X, i, &self.rbuf[0], P.K, c.grad)
+        self.n_evals += 2 * b if self.control == CONTROL_SNAPSHOT else b
+
+    cdef void commit(self, const double* theta, Candidate* c) noexcept nogil:
+        # SAGA / TMU: a_j <- r_j(theta) for the visited j, A by the differences.
+        # Sequential, so a duplicate index adds a zero difference: A stays the
+        # exact sum of the table whatever the minibatch.
+        cdef const ProblemStore* P = self.P
+        cdef intp j, i
+        cdef int k
+        cdef double* r
+        if self.control != CONTROL_TABLE:
+            return
+        for j in range(c.size):
+            i = c.idx[j]
+            r = c.resid + j * P.K
+            for k in range(P.K):
+                self.rbuf[k] = r[k] - self.table[i * P.K + k]
+                self.table[i * P.K + k] = r[k]
+            row_axpy(P.X, i, &self.rbuf[0], P.K, &self.A[0])
+
+    # ------------------------------------------------------------ python
+    def start_size_log(self, Py_ssize_t capacity):
+        """Record the next ``capacity`` adaptive minibatch sizes."""
+        self.size_log = np.zeros(max(capacity, 1), dtype=np.intp)
+        self.log_pos = 0
+
+    def size_log_values(self):
+        """Sizes recorded since :meth:`start_size_log`."""
+        return np.array(self.size_log[:self.log_pos])
+
+    def control_state(self):
+        """``(A, table)`` copies: the running sum and the control residuals."""
+        return np.array(self.A), np.array(self.table)
+
+    def py_refresh(self, theta):
+        """Full refresh at theta (testing twin)."""
+        cdef double[::1] th = np.ascontiguousarray(theta, dtype=np.float64)
+        self._refresh(&th[0])
+
+    def py_commit(self, theta, indices, residuals):
+        """Commit a minibatch with given residuals (testing twin)."""
+        cdef double[::1] th = np.ascontiguousarray(theta, dtype=np.float64)
+        idx = np.ascontiguousarray(indices, dtype=np.intp)
+        res = np.ascontiguousarray(residuals, dtype=np.float64).reshape(-1)
+        cdef intp[::1] iv = idx
+        cdef double[::1] rv = res
+        cdef Candidate c
+        c.idx = &iv[0]
+        c.size = idx.size
+        c.resid = &rv[0]
+        c.grad = NULL
+        self.commit(&th[0], &c)
+
+    @property
+    def n_refreshes(self):
+        return self.n_refreshes
+
+    @property
+    def is_adaptive(self):
+        """Whether the minibatch size is chosen per step."""
+        return bool(self.adaptive)

@@ -85,7 +85,7 @@ class GradientNoise:
 
 # --------------------------------------------------------------- estimators
 def _prepare_none(ctx):
-    return {"batch_size": ctx.batch_size}
+    return {"batch_size": ctx.batch_size, "access": ctx.options.get("access", "random")}
 
 
 def _uniform_noise(ctx, theta, col_scale=None):
@@ -96,6 +96,145 @@ def _no_noise(ctx, theta, col_scale=None):
     return 0.0
 
 
+def _build_uniform(problem, cfg):
+    if cfg["access"] == "random":  # the lean kernel of plain SGLD
+        return _estimators.UniformSubsampling(problem, cfg["batch_size"])
+    return _estimators.GLMEstimator(problem, cfg["batch_size"], access=cfg["access"])
+
+
+def _build_glm(problem, cfg):
+    return _estimators.GLMEstimator(
+        problem, cfg["batch_size"], access=cfg["access"], control=cfg["control"],
+        period=cfg.get("period", 0), weights=cfg.get("weights"),
+        control_point=cfg.get("control_point"), control_residuals=cfg.get("control_residuals"),
+        control_sum=cfg.get("control_sum"), adaptive_coef=cfg.get("adaptive_coef"),
+        centre=cfg.get("centre"))
+
+
+# -- mode-based (SGLD-CV, SGLD-PS, SGLD-CV-PS, adaptive sizes) ----------------
+def _mode_control(ctx):
+    """theta_hat, its residuals and data gradient: one pass, shared by all chains."""
+    mode = ctx.mode()
+    R, G = ctx.residuals(mode)
+    return {"control_point": mode, "control_residuals": R.ravel(), "control_sum": G}
+
+
+def _ps_weights(ctx):
+    """SGLD-PS: p_i ∝ ||grad U_i(theta_hat)|| = ||r_i|| ||(x_i, 1)||."""
+    R, _ = ctx.residuals(ctx.mode())
+    w = np.sqrt(np.einsum("nk,nk->n", R, R) * ctx.row_norms_sq())
+    return _positive(w)
+
+
+def _cvps_weights(ctx):
+    """SGLD-CV-PS: p_i ∝ sqrt(tr(H_i S H_i)) at the mode, S the Laplace covariance."""
+    return _positive(ctx.hessian_trace_weights(ctx.mode()))
+
+
+def _positive(w):
+    # a datum with zero weight would never be drawn; a floor keeps every
+    # p_i > 0 (the estimate stays unbiased, its variance finite)
+    floor = 1e-12 * max(w.max(), 1e-300)
+    return np.maximum(w, floor)
+
+
+def _prepare_cv(ctx, weighted=False, adaptive=False):
+    cfg = {"batch_size": ctx.batch_size, "control": "fixed",
+           "access": "weighted" if weighted else ctx.options.get("access", "random")}
+    cfg.update(_mode_control(ctx))
+    if weighted:
+        cfg["weights"] = _cvps_weights(ctx)
+    if adaptive:
+        cfg["centre"] = ctx.mode()
+        cfg["adaptive_coef"] = _adaptive_coef(ctx, cfg)
+    return cfg
+
+
+def _prepare_ps(ctx):
+    return {"batch_size": ctx.batch_size, "control": "none", "access": "weighted",
+            "weights": _ps_weights(ctx)}
+
+
+def _adaptive_coef(ctx, cfg):
+    """b_k = ceil(coef ||theta - theta_hat||^2): the pseudo-variance bound
+    (1/b) sum_i (L_i^2 / p_i) ||theta - theta_hat||^2 kept under V*.
+
+    ``pv_threshold`` given: coef = sum_i(L_i^2/p_i) / V*.  ``"auto"``: the
+    paper's pilot rule, coef = b_pilot / q95 with q95 the 95% quantile of
+    ||theta - theta_hat||^2 over a fixed-size pilot chain (SGLD with this
+    estimator at b_pilot = batch_size, started at the mode).
+    """
+    V = ctx.options.get("pv_threshold", "auto")
+    if V != "auto":
+        L = ctx.glm.lipschitz(ctx.X, ctx.fit_intercept)
+        p = cfg["weights"] / cfg["weights"].sum() if "weights" in cfg else np.full(ctx.n, 1 / ctx.n)
+        return float(np.sum(L ** 2 / p) / V)
+    from ._chain import ChainOracle, run_segment
+    from ._dataset import RowData
+
+    pilot = {k: v for k, v in cfg.items() if k not in ("centre", "adaptive_coef")}
+    problem = _estimators.Problem(RowData(ctx.X, ctx.fit_intercept), ctx.y,
+                                  _model_name(ctx.glm), ctx.glm.n_outputs, ctx.glm.noise_var)
+    est = _build_glm(problem, pilot)
+    noise = GradientNoise(ctx, SUBSAMPLINGS["cv"], ctx.mode())
+    h = _auto_sgld(ctx, noise)
+    dyn = _dynamics.SGLD(problem.dim, h, 1.0)
+    oracle = ChainOracle(est, ctx.alpha)
+    steps = int(ctx.options.get("pilot_steps", 500))
+    theta = np.array(ctx.mode())
+    out = np.empty((steps, problem.dim))
+    run_segment(oracle, dyn, theta, steps, 1, out,
+                np.random.PCG64(ctx.options.get("pilot_seed", 0)))
+    ctx.n_grad_evals += oracle.n_evals
+    q95 = float(np.quantile(np.sum((out - ctx.mode()) ** 2, axis=1), 0.95))
+    ctx.options["pilot_q95"] = q95
+    return ctx.batch_size / max(q95, 1e-300)
+
+
+def _model_name(glm):
+    from ._glm import MODEL_NAMES
+    return MODEL_NAMES[glm.kind]
+
+
+def _cv_noise(ctx, theta, col_scale=None, weights=None):
+    """Noise of a control-variate estimate at posterior distance from the
+    control point: |r_i(theta) - r_i(theta_hat)| <= c |x_i . (theta - theta_hat)|,
+    whose square is c^2 x_i^T S x_i on average under the Laplace law S."""
+    mode = ctx.mode()
+    c = ctx.glm.curvature_bound()
+    row = c ** 2 * ctx.leverages(mode)
+    return _importance_noise(ctx, row, col_scale, weights)
+
+
+def _importance_noise(ctx, row, col_scale, weights):
+    if weights is None:
+        return (ctx.n / ctx.batch_size) * ctx.gram_norm(col_scale, row)
+    p = weights / weights.sum()
+    return ctx.gram_norm(col_scale, row / (ctx.batch_size * p))
+
+
+def _ps_noise(ctx, theta, col_scale=None):
+    return _importance_noise(ctx, ctx.residual_norms_sq(theta), col_scale, _ps_weights(ctx))
+
+
+def _cvps_noise(ctx, theta, col_scale=None):
+    return _cv_noise(ctx, theta, col_scale, _cvps_weights(ctx))
+
+
+# -- snapshot / aggregated gradients (SVRG-LD, SAGA-LD, TMU) -------------------
+def _prepare_snapshot(ctx, control, periodic):
+    cfg = {"batch_size": ctx.batch_size, "control": control,
+           "access": ctx.options.get("access", "random")}
+    if periodic:
+        m = ctx.options.get("snapshot_period", "auto")
+        cfg["period"] = int(np.ceil(ctx.n / ctx.batch_size)) if m == "auto" else int(m)
+    theta0 = ctx.options.get("shared_start")
+    if theta0 is not None:  # every chain starts here: one table for all of them
+        R, G = ctx.residuals(theta0)
+        cfg.update(control_point=theta0, control_residuals=R.ravel(), control_sum=G)
+    return cfg
+
+
 SUBSAMPLINGS = {
     "full": SubsamplingSpec(
         prepare=_prepare_none,
@@ -104,19 +243,48 @@ SUBSAMPLINGS = {
         stochastic=False,
     ),
     "uniform": SubsamplingSpec(
-        prepare=_prepare_none,
-        build=lambda problem, cfg: _estimators.UniformSubsampling(problem, cfg["batch_size"]),
-        noise_curvature=_uniform_noise,
-    ),
+        prepare=_prepare_none, build=_build_uniform, noise_curvature=_uniform_noise),
     # EWSG: uniform candidate minibatches, chosen by the index chain of the
-    # chain oracle (any base estimator can be wrapped the same way)
+    # chain oracle (any base estimator is wrapped the same way: "ewsg-svrg", ...)
     "ewsg": SubsamplingSpec(
-        prepare=_prepare_none,
-        build=lambda problem, cfg: _estimators.UniformSubsampling(problem, cfg["batch_size"]),
-        noise_curvature=_uniform_noise,
-        index_chain=True,
-    ),
+        prepare=_prepare_none, build=_build_uniform, noise_curvature=_uniform_noise,
+        index_chain=True),
+    "cv": SubsamplingSpec(
+        prepare=_prepare_cv, build=_build_glm, noise_curvature=_cv_noise),
+    "preferential": SubsamplingSpec(
+        prepare=_prepare_ps, build=_build_glm, noise_curvature=_ps_noise),
+    "cv-preferential": SubsamplingSpec(
+        prepare=lambda ctx: _prepare_cv(ctx, weighted=True), build=_build_glm,
+        noise_curvature=_cvps_noise),
+    "adaptive-cv": SubsamplingSpec(
+        prepare=lambda ctx: _prepare_cv(ctx, adaptive=True), build=_build_glm,
+        noise_curvature=_cv_noise),
+    "adaptive-cv-preferential": SubsamplingSpec(
+        prepare=lambda ctx: _prepare_cv(ctx, weighted=True, adaptive=True), build=_build_glm,
+        noise_curvature=_cvps_noise),
+    "svrg": SubsamplingSpec(
+        prepare=lambda ctx: _prepare_snapshot(ctx, "snapshot", True), build=_build_glm,
+        noise_curvature=_cv_noise),
+    "saga": SubsamplingSpec(
+        prepare=lambda ctx: _prepare_snapshot(ctx, "table", False), build=_build_glm,
+        noise_curvature=_cv_noise),
+    "tmu": SubsamplingSpec(
+        prepare=lambda ctx: _prepare_snapshot(ctx, "table", True), build=_build_glm,
+        noise_curvature=_cv_noise),
+    # EWSG over variance-reduced bases (EWSG paper §G): the same index chain
+    "ewsg-cv": SubsamplingSpec(
+        prepare=_prepare_cv, build=_build_glm, noise_curvature=_cv_noise, index_chain=True),
+    "ewsg-svrg": SubsamplingSpec(
+        prepare=lambda ctx: _prepare_snapshot(ctx, "snapshot", True), build=_build_glm,
+        noise_curvature=_cv_noise, index_chain=True),
 }
+
+#: estimators that accept ``access=`` (the others draw from their own weights)
+ACCESS_SUBSAMPLINGS = {"uniform", "ewsg", "cv", "adaptive-cv", "svrg", "saga", "tmu",
+                       "ewsg-cv", "ewsg-svrg"}
+#: estimators that use the posterior mode
+MODE_SUBSAMPLINGS = {"cv", "preferential", "cv-preferential", "adaptive-cv",
+                     "adaptive-cv-preferential", "ewsg-cv"}
 
 
 # ----------------------------------------------------------------- dynamics

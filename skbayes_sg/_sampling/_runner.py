@@ -46,6 +46,7 @@ class ChainResult:
     n_steps_done: int
     diverged: bool
     seconds: float
+    batch_sizes: object = None  # adaptive estimators: sizes drawn while sampling
 
 
 def run_chain(X, y, spec, seed_or_state, theta0, chain_id=0):
@@ -86,10 +87,13 @@ def run_chain(X, y, spec, seed_or_state, theta0, chain_id=0):
     oracle = ChainOracle(estimator, spec.alpha, spec.ewsg_chain_length, dynamics, spec.ewsg_x)
 
     samples = np.empty((spec.n_samples, problem.dim))
+    adaptive = getattr(estimator, "is_adaptive", False)
     n_done_total, diverged = 0, False
     phases = [("warm-up", spec.n_warmup, None), ("sampling", spec.n_samples * spec.thin, samples)]
     for phase, n_steps, out in phases:
         done, kept = 0, 0
+        if adaptive and out is not None:
+            estimator.start_size_log(n_steps * (spec.ewsg_chain_length + 1))
         while done < n_steps and not diverged:
             chunk = min(SEGMENT_STEPS * spec.thin, n_steps - done)
             view = out[kept:] if out is not None else None
@@ -108,4 +112,5 @@ def run_chain(X, y, spec, seed_or_state, theta0, chain_id=0):
     state = {"theta": theta.copy(), "dynamics": dynamics.get_state(),
              "bit_generator": bitgen.state}
     return ChainResult(samples, state, oracle.n_evals, n_done_total, diverged,
-                       time.perf_counter() - t0)
+                       time.perf_counter() - t0,
+                       estimator.size_log_values() if adaptive else None)

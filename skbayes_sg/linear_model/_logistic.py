@@ -13,14 +13,31 @@ _DOC_PARAMS = """
         The dynamics: stochastic gradient Langevin dynamics, its RMSprop
         preconditioned variant (pSGLD), or SG Hamiltonian Monte Carlo
         (underdamped Langevin, Euler-Maruyama).  Formulas: the user guide.
-    subsampling : {"uniform", "full", "ewsg"}, default="uniform"
-        The gradient estimator: uniform minibatches with replacement
-        (``(n/b) sum_{j in S} grad U_j``), the exact full-data gradient, or
-        EWSG (exponentially weighted stochastic gradients): M + 1 uniform
-        candidate minibatches per gradient, one chosen by a Metropolis
-        index chain targeting ``p_J ∝ exp(½||x + w_J||²)``, ``w_J`` the
-        candidate gradient whitened by the sampler's own one-step
-        transition, so the subsampled kernel mimics the full-gradient one.
+    subsampling : str, default="uniform"
+        The gradient estimator of the data term (formulas in the user guide):
+
+        - ``"uniform"``: ``(n/b) sum_{j in S} grad U_j``, S uniform with
+          replacement (or drawn by ``access``); ``"full"``: the exact gradient.
+        - ``"ewsg"``: exponentially weighted stochastic gradients: M + 1
+          candidate minibatches per gradient, one chosen by a Metropolis
+          index chain targeting ``p_J ∝ exp(½||x + w_J||²)``, ``w_J`` the
+          candidate whitened by the sampler's own one-step transition.
+          ``"ewsg-cv"``, ``"ewsg-svrg"``: the same over a variance-reduced base.
+        - Mode-based (the mode found once by L-BFGS, ``mode_``):
+          ``"cv"`` control variates at the mode (SGLD-CV);
+          ``"preferential"`` minibatches drawn with replacement from
+          ``p_i ∝ ||grad U_i(mode)||`` (SGLD-PS);
+          ``"cv-preferential"`` control variates with
+          ``p_i ∝ sqrt(tr(H_i S H_i))``, S the Laplace covariance
+          (``laplace_cov_``) (SGLD-CV-PS);
+          ``"adaptive-cv"``, ``"adaptive-cv-preferential"`` the same with a
+          minibatch size chosen per step from ``||theta - mode||^2``
+          (``batch_sizes_``, ``pv_threshold``).
+        - Snapshot (aggregated gradients, AGLD): ``"svrg"`` (periodic total
+          update every ``snapshot_period`` steps, SVRG-LD), ``"saga"``
+          (per-step partial update of a table of per-datum residuals,
+          SAGA-LD), ``"tmu"`` (both: partial updates plus a full refresh every
+          ``snapshot_period`` steps).
     step_size : float or "auto", default="auto"
         h.  ``"auto"`` takes a fixed fraction (0.1) of the sampler's
         stability and gradient-noise limits, from a global bound L on the
@@ -69,6 +86,26 @@ _DOC_PARAMS = """
         choice (SGHMC: ``x = sqrt(h) gamma r_k / sigma``, i.e. r_{k+1} = r_k;
         SGLD/pSGLD: x = 0); ``"zero"`` x = 0; ``"one"`` x = (1, ..., 1);
         ``"momentum-stop"`` r_{k+1} = 0 (samplers with momentum only).
+    access : {"random", "reshuffle", "cyclic"}, default="random"
+        How minibatches visit the data (uniform, EWSG, control-variate and
+        snapshot estimators): uniformly at random with replacement, a fresh
+        random permutation per data pass taken in consecutive blocks, or
+        cyclic blocks ``0..n-1`` (sequential reads: the choice for a
+        memory-mapped ``X`` larger than RAM).  Preferential estimators draw
+        from their own weights.
+    snapshot_period : int or "auto", default="auto"
+        Steps between full refreshes of ``"svrg"``, ``"tmu"`` and
+        ``"ewsg-svrg"`` (``"auto"``: one data pass, ``ceil(n / b)`` steps).
+    pv_threshold : float or "auto", default="auto"
+        Adaptive estimators: the bound V* on the pseudo-variance
+        ``(1/b) sum_i (L_i^2/p_i) ||theta - mode||^2``, so that
+        ``b_k = clip(ceil(||theta_k - mode||^2 sum_i (L_i^2/p_i) / V*), 1, n)``.
+        ``"auto"``: the paper's pilot rule, ``b_k = ceil(b ||theta_k - mode||^2 / q95)``
+        with q95 the 95% quantile of ``||theta - mode||^2`` over a pilot chain
+        of ``pilot_steps`` steps with the fixed size ``batch_size``
+        (stored as ``pv_threshold_``).
+    pilot_steps : int, default=500
+        Length of that pilot chain (its gradients count in ``n_grad_evals_``).
     warm_start : bool, default=False
         Continue the previous chains (state, momentum, preconditioner and
         random stream) instead of starting new ones; ``n_warmup`` steps are
@@ -92,7 +129,15 @@ _DOC_ATTRS = """
     batch_size_ : int
         The minibatch size used.
     mode_ : ndarray
-        The posterior mode (when ``init="mode"``), shape (n_outputs, n_coef).
+        The posterior mode (when ``init="mode"`` or a mode-based estimator),
+        shape (n_outputs, n_coef).
+    laplace_cov_ : ndarray of shape (n_params, n_params)
+        The Laplace covariance at the mode, when an estimator computed it.
+    batch_sizes_ : ndarray of shape (n_chains, n_sampling_steps)
+        Adaptive estimators: the minibatch size of every sampling step
+        (every candidate with EWSG); ``mean_batch_size_`` their mean.
+    pv_threshold_ : float
+        Adaptive estimators with ``pv_threshold="auto"``: the pilot's q95.
     sampling_time_ : float
         Wall time of the slowest chain, seconds.
     n_features_in_ : int

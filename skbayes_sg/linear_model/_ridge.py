@@ -61,13 +61,15 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
                  step_size="auto", batch_size="auto", n_samples=1000, n_warmup=1000, thin=1,
                  n_chains=4, n_jobs=None, random_state=None, alpha=1.0, fit_intercept=True,
                  temperature=1.0, friction="auto", init="mode", ewsg_chain_length=1,
-                 ewsg_x="auto", warm_start=False, verbose=0):
+                 ewsg_x="auto", access="random", snapshot_period="auto", pv_threshold="auto",
+                 pilot_steps=500, warm_start=False, verbose=0):
         super().__init__(
             sampler=sampler, subsampling=subsampling, step_size=step_size,
             batch_size=batch_size, n_samples=n_samples, n_warmup=n_warmup, thin=thin,
             n_chains=n_chains, n_jobs=n_jobs, random_state=random_state, alpha=alpha,
             fit_intercept=fit_intercept, temperature=temperature, friction=friction,
-            init=init, ewsg_chain_length=ewsg_chain_length, ewsg_x=ewsg_x,
+            init=init, ewsg_chain_length=ewsg_chain_length, ewsg_x=ewsg_x, access=access,
+            snapshot_period=snapshot_period, pv_threshold=pv_threshold, pilot_steps=pilot_steps,
             warm_start=warm_start, verbose=verbose)
         self.noise_var = noise_var
 
