@@ -516,9 +516,10 @@ def test_n_grad_evals_uniform(batch_size, b):
     assert est.batch_size_ == b
     assert est.n_grad_evals_ == 2 * 30 * b
     # step_size="auto" adds the power iterations (one pass per X^T X product)
-    # for the curvature bound and the minibatch-noise bound, and one residual pass
+    # for the curvature at the start point and the minibatch-noise bound, and
+    # one pass each for the per-datum curvatures and residuals there
     ctx = FitContext(X, y.astype(float), GLM(LOGISTIC, 1), 1.0, True, b)
-    ctx.curvature_bound()
+    ctx.curvature(np.zeros(ctx.dim))
     ctx.minibatch_noise_curvature(np.zeros(ctx.dim))
     assert ctx.n_grad_evals > 0 and ctx.n_grad_evals % X.shape[0] == 0
     est.set_params(step_size="auto").fit(X, y)

@@ -292,7 +292,7 @@ def _auto_sgld(ctx, noise):
     # ULA inflates the stationary variance along curvature lambda by
     # 1/(1 - h lambda/2); gradient noise of variance v along a direction by
     # about 1 + h v / 2: both stay near 5% with h = 0.1 / (L + v_max)
-    return AUTO_STEP_FRACTION / (ctx.curvature_bound() + noise.curvature())
+    return AUTO_STEP_FRACTION / (ctx.curvature(noise.theta0) + noise.curvature())
 
 
 def _prepare_sgld(ctx, theta0, step_size, friction, noise, temperature):
@@ -333,8 +333,7 @@ def _prepare_psgld(ctx, theta0, step_size, friction, noise, temperature):
         # H <= alpha I + c X^T X (x) I_K, so bound it output by output
         K = ctx.glm.n_outputs
         Gk = np.sqrt(G.reshape(K, ctx.dext))
-        L = max(ctx.alpha * Gk[k].max() ** 2
-                + ctx.glm.curvature_bound() * ctx.gram_norm(Gk[k]) for k in range(K))
+        L = max(ctx.curvature(theta0, Gk[k]) for k in range(K))
         v = max(noise.curvature(Gk[k]) for k in range(K)) if noise.stochastic else 0.0
         h = AUTO_STEP_FRACTION / (L + v)
     else:
@@ -352,13 +351,13 @@ def _build_psgld(dim, cfg, state, generator):
 
 def _prepare_sghmc(ctx, theta0, step_size, friction, noise, temperature):
     # the curvature bound costs a power iteration: only computed when needed
-    gamma = 2.0 * np.sqrt(ctx.curvature_bound()) if friction == "auto" else float(friction)
+    gamma = 2.0 * np.sqrt(ctx.curvature(theta0)) if friction == "auto" else float(friction)
     if step_size == "auto":
         # critical damping of the stiffest direction by default; the step keeps
         # h sqrt(L), h gamma and the gradient-noise inflation h noise L / (2 gamma) small
         # the gradient noise enters r with variance h^2 v per step against
         # 2 gamma T h injected: inflation about 1 + h v / (2 gamma)
-        L = ctx.curvature_bound()
+        L = ctx.curvature(theta0)
         v = noise.curvature()
         h = AUTO_STEP_FRACTION * min(1.0 / np.sqrt(L), 1.0 / gamma,
                                      2.0 * gamma / v if v > 0 else np.inf)
