@@ -1,6 +1,8 @@
 """skbayes_sg: scikit-learn compatible Bayesian estimators sampled with SG-MCMC."""
 from ._base import SamplingDivergedError
 from .linear_model import SGMCMCLogisticRegression, SGMCMCRidge
+from .neural_network import SGMCMCMLPClassifier
 
 __version__ = "0.1.0.dev0"
-__all__ = ["SGMCMCLogisticRegression", "SGMCMCRidge", "SamplingDivergedError", "__version__"]
+__all__ = ["SGMCMCLogisticRegression", "SGMCMCRidge", "SGMCMCMLPClassifier",
+           "SamplingDivergedError", "__version__"]

@@ -1,0 +1,597 @@
+"""Torch kernels behind :class:`~skbayes_sg.neural_network.SGMCMCMLPClassifier`.
+
+This private module imports :mod:`torch` at import time; the estimator module
+imports it lazily, inside ``fit`` and ``predict``, so that the public package
+imports without torch.
+
+Layout of a flat parameter vector ``theta`` for layer sizes
+``(d_0, d_1, ..., d_L)``: for each layer ``l = 1..L`` in order, the weight
+matrix ``W_l`` of shape ``(d_{l-1}, d_l)`` in C order (the orientation of
+``MLPClassifier.coefs_``), then the bias ``b_l`` of shape ``(d_l,)``.
+
+Gradients are computed by a hand-written backward pass (no autograd graph):
+every minibatch gradient is the gradient of the loss *summed* over the rows
+of the batch, written directly into a preallocated flat buffer.
+"""
+
+import math
+import time
+
+import numpy as np
+import torch
+
+# pSGLD constants (ALGORITHMS.md): RMSprop decay ``a`` and regulariser ``lambda``.
+PSGLD_DECAY = 0.99
+PSGLD_EPS = 1e-5
+
+# Rows per chunk when a full-data gradient is needed (SVRG snapshots, CV mode).
+_FULL_GRAD_CHUNK = 4096
+# Number of activations (elements) per prediction block: bounds device memory.
+_PREDICT_BLOCK_ELEMENTS = 1 << 23
+# Parameters are checked for non-finite values this often (steps) and at the end.
+_FINITE_CHECK_EVERY = 100
+# |log-probability| below which exp() stays a normal (not subnormal) float.
+_LOGIT_CLAMP = {torch.float32: 80.0, torch.float64: 700.0}
+
+
+def torch_dtype(name):
+    """Map ``"float32"``/``"float64"`` to the torch dtype."""
+    return {"float32": torch.float32, "float64": torch.float64}[name]
+
+
+class MLPNet:
+    """A fully connected network on a flat parameter vector.
+
+    Parameters
+    ----------
+    layer_sizes : sequence of int
+        ``(n_features, *hidden_layer_sizes, n_outputs)``.
+    activation : {"relu", "tanh", "logistic", "identity"}
+        Hidden-layer activation.
+    binary : bool
+        If True the single output is the logit of class 1 (sigmoid /
+        binary cross-entropy, i.e. softmax over ``(0, z)``); otherwise the
+        outputs are softmax logits.
+    """
+
+    def __init__(self, layer_sizes, activation, binary):
+        self.layer_sizes = tuple(int(s) for s in layer_sizes)
+        self.activation = activation
+        self.binary = bool(binary)
+        self.layers = []  # (fan_in, fan_out, w_start, b_start, end)
+        pos = 0
+        for fan_in, fan_out in zip(self.layer_sizes[:-1], self.layer_sizes[1:]):
+            w0, b0 = pos, pos + fan_in * fan_out
+            pos = b0 + fan_out
+            self.layers.append((fan_in, fan_out, w0, b0, pos))
+        self.n_params = pos
+
+    # ------------------------------------------------------------------ views
+    def views(self, flat):
+        """Return ``[(W_l, b_l), ...]`` as views of a flat ``(P,)`` tensor."""
+        return [
+            (flat[w0:b0].view(fi, fo), flat[b0:end])
+            for fi, fo, w0, b0, end in self.layers
+        ]
+
+    def stacked_views(self, flat):
+        """Return ``[(W_l, b_l), ...]`` with a leading draw axis from ``(D, P)``."""
+        D = flat.shape[0]
+        return [
+            (flat[:, w0:b0].reshape(D, fi, fo), flat[:, b0:end].reshape(D, 1, fo))
+            for fi, fo, w0, b0, end in self.layers
+        ]
+
+    # ------------------------------------------------------------ activation
+    def _act(self, z):
+        if self.activation == "relu":
+            return torch.relu_(z)
+        if self.activation == "tanh":
+            return torch.tanh_(z)
+        if self.activation == "logistic":
+            return torch.sigmoid_(z)
+        return z
+
+    def _act_backward(self, a, da):
+        """In place ``da *= act'(z)`` written with the activation output ``a``."""
+        if self.activation == "relu":
+            da.mul_(a > 0)
+        elif self.activation == "tanh":
+            da.mul_(1.0 - a * a)
+        elif self.activation == "logistic":
+            da.mul_(a * (1.0 - a))
+        return da
+
+    # ------------------------------------------------------------ init
+    def init_params(self, generator, device, dtype):
+        """Glorot-uniform initialisation, as ``MLPClassifier`` does.
+
+        Weights and biases of layer ``l`` are uniform on ``[-s, s]`` with
+        ``s = sqrt(6 / (fan_in + fan_out))`` (times ``sqrt(2)`` for the
+        logistic activation).
+        """
+        theta = torch.empty(self.n_params, device=device, dtype=dtype)
+        factor = 2.0 if self.activation == "logistic" else 6.0
+        for fi, fo, w0, b0, end in self.layers:
+            bound = math.sqrt(factor / (fi + fo))
+            seg = theta[w0:end]
+            seg.uniform_(-bound, bound, generator=generator)
+        return theta
+
+    # ------------------------------------------------------------ forward
+    def logits(self, flat, X):
+        """Network outputs ``f_theta(X)`` of shape ``(n, n_outputs)``."""
+        a = X
+        views = self.views(flat)
+        for W, b in views[:-1]:
+            a = self._act(torch.addmm(b, a, W))
+        W, b = views[-1]
+        return torch.addmm(b, a, W)
+
+    def loss_grad(self, flat, X, y, out, views=None, gviews=None):
+        """Summed cross-entropy over the rows of ``X`` and its gradient.
+
+        Parameters
+        ----------
+        flat : tensor of shape (P,)
+            Parameters.
+        X : tensor of shape (m, n_features)
+            Rows.
+        y : tensor of shape (m,)
+            Class indices (int64) for softmax outputs, 0/1 floats for binary.
+        out : tensor of shape (P,)
+            Receives ``sum_i grad CE(y_i, f(x_i))`` (overwritten).
+        views, gviews : list, optional
+            Precomputed ``self.views(flat)`` and ``self.views(out)``.
+
+        Returns
+        -------
+        loss : 0-d tensor
+            ``sum_i CE(y_i, f(x_i))`` (stays on the device: no sync).
+        """
+        if views is None:
+            views = self.views(flat)
+        if gviews is None:
+            gviews = self.views(out)
+        acts = [X]
+        a = X
+        for W, b in views[:-1]:
+            a = self._act(torch.addmm(b, a, W))
+            acts.append(a)
+        W, b = views[-1]
+        z = torch.addmm(b, a, W)
+        if self.binary:
+            z1 = z[:, 0]
+            loss = (torch.nn.functional.softplus(z1) - y * z1).sum()
+            # clamping keeps sigmoid(z) away from subnormal floats, whose
+            # arithmetic is ~100x slower on CPUs (changes it by < 1e-34)
+            lim = _LOGIT_CLAMP[z1.dtype]
+            dz = torch.sigmoid(z1.clamp(-lim, lim)).sub_(y).unsqueeze_(1)
+        else:
+            lse = torch.logsumexp(z, dim=1)
+            loss = lse.sum() - z.gather(1, y.unsqueeze(1)).sum()
+            # log-probabilities clamped above log(smallest normal float):
+            # subnormal probabilities make the backward matmuls ~100x slower
+            dz = torch.exp(z.sub_(lse.unsqueeze(1)).clamp_(min=-_LOGIT_CLAMP[z.dtype]))
+            dz[torch.arange(dz.shape[0], device=dz.device), y] -= 1.0
+        for layer in range(len(views) - 1, -1, -1):
+            W, _ = views[layer]
+            gW, gb = gviews[layer]
+            a_prev = acts[layer]
+            torch.mm(a_prev.t(), dz, out=gW)
+            torch.sum(dz, dim=0, out=gb)
+            if layer > 0:
+                dz = self._act_backward(a_prev, torch.mm(dz, W.t()))
+        return loss
+
+    # ------------------------------------------------------------ prediction
+    def draws_log_proba(self, draws, X):
+        """Per-draw class log-probabilities, shape ``(D, m, n_classes)``."""
+        a = X
+        views = self.stacked_views(draws)
+        for W, b in views[:-1]:
+            a = self._act(torch.baddbmm(b, a, W) if a.dim() == 3 else torch.matmul(a, W).add_(b))
+        W, b = views[-1]
+        z = torch.baddbmm(b, a, W) if a.dim() == 3 else torch.matmul(a, W).add_(b)
+        if self.binary:
+            z1 = z[..., 0]
+            return torch.stack(
+                [-torch.nn.functional.softplus(z1), -torch.nn.functional.softplus(-z1)],
+                dim=-1,
+            )
+        return torch.log_softmax(z, dim=-1)
+
+
+def bma_log_proba(net, draws, X, *, device, dtype, max_draws):
+    """Log of the Bayesian-model-average class probabilities.
+
+    ``log (1/D) sum_d softmax(f_{theta_d}(x))``, evaluated in blocks of at
+    most ``max_draws`` draws and a number of rows chosen so that one block's
+    activations hold at most ``_PREDICT_BLOCK_ELEMENTS`` numbers.
+
+    Parameters
+    ----------
+    net : MLPNet
+    draws : ndarray of shape (D, P)
+        Flat parameter draws (CPU).
+    X : ndarray of shape (m, n_features)
+    device, dtype : torch device and dtype used for the computation.
+    max_draws : int
+        Draws moved to the device at once.
+
+    Returns
+    -------
+    ndarray of shape (m, n_classes), float64
+        Normalised log-probabilities.
+    """
+    n_draws = draws.shape[0]
+    m = X.shape[0]
+    n_classes = 2 if net.binary else net.layer_sizes[-1]
+    width = max(net.layer_sizes)
+    d_block = max(1, min(int(max_draws), n_draws))
+    rows = max(1, _PREDICT_BLOCK_ELEMENTS // (d_block * width))
+    out = np.empty((m, n_classes), dtype=np.float64)
+    with torch.no_grad():
+        Xt_all = torch.as_tensor(X)
+        for r0 in range(0, m, rows):
+            Xt = Xt_all[r0:r0 + rows].to(device=device, dtype=dtype)
+            acc = None
+            for d0 in range(0, n_draws, d_block):
+                chunk = torch.as_tensor(draws[d0:d0 + d_block]).to(device=device, dtype=dtype)
+                lp = torch.logsumexp(net.draws_log_proba(chunk, Xt), dim=0)
+                acc = lp if acc is None else torch.logaddexp(acc, lp)
+            out[r0:r0 + rows] = acc.double().cpu().numpy()
+    out -= math.log(n_draws)
+    # renormalise in float64 so that probabilities sum to one
+    mx = out.max(axis=1, keepdims=True)
+    out -= mx + np.log(np.exp(out - mx).sum(axis=1, keepdims=True))
+    return out
+
+
+class ChainRunner:
+    """Run one SG-MCMC chain on a data set held on the device.
+
+    The chain state (parameters, momentum, pSGLD accumulator, minibatch
+    permutation, SVRG/CV anchors, generator state) lives in ``self.state``;
+    :meth:`dump_state` / :meth:`load_state` convert it to and from numpy
+    arrays so that the estimator can store it (pickling) and continue the
+    chain later (``warm_start`` / ``partial_fit``).
+
+    Parameters
+    ----------
+    net : MLPNet
+    X : tensor of shape (n, n_features)
+    y : tensor of shape (n,)
+    params : dict
+        ``sampler, subsampling, step_size, batch_size, alpha, temperature,
+        friction, ewsg_chain_length, snapshot_period, map_epochs,
+        map_learning_rate, verbose``.
+    generator : torch.Generator
+        The chain's generator (on the device).
+    """
+
+    def __init__(self, net, X, y, params, generator):
+        self.net = net
+        self.X = X
+        self.y = y
+        self.n = X.shape[0]
+        self.p = params
+        self.g = generator
+        self.device = X.device
+        self.dtype = X.dtype
+        self.b = min(int(params["batch_size"]), self.n)
+        self.scale = self.n / self.b
+        P = net.n_params
+        self.grad_buf = torch.empty(P, device=self.device, dtype=self.dtype)
+        self.grad_buf2 = torch.empty(P, device=self.device, dtype=self.dtype)
+        self.noise = torch.empty(P, device=self.device, dtype=self.dtype)
+        self.n_grad_evals = 0
+        self.state = None
+        self._views = {}
+        self.on_cpu = self.device.type == "cpu"
+
+    def _views_of(self, flat):
+        """Per-layer views of ``flat``, cached (the cache holds ``flat``, so
+        its id cannot be reused while cached)."""
+        hit = self._views.get(id(flat))
+        if hit is None or hit[0] is not flat:
+            if len(self._views) > 16:
+                self._views.clear()
+            hit = (flat, self.net.views(flat))
+            self._views[id(flat)] = hit
+        return hit[1]
+
+    # ----------------------------------------------------------- state
+    def init_state(self):
+        """Fresh chain: Glorot-initialised parameters, momentum ~ N(0, T I)."""
+        theta = self.net.init_params(self.g, self.device, self.dtype)
+        st = {"theta": theta, "perm": None, "pos": 0, "step": 0,
+              "V": None, "r": None, "anchor": None, "since_snapshot": 0,
+              "ewsg_accept": 0, "ewsg_proposals": 0}
+        if self.p["sampler"] == "sghmc":
+            r = torch.empty_like(theta).normal_(generator=self.g)
+            st["r"] = r.mul_(math.sqrt(self.p["temperature"]))
+        self.state = st
+        if self.p["subsampling"] == "cv":
+            self._find_mode()
+        return st
+
+    def dump_state(self):
+        """Numpy copy of the chain state (for pickling / warm start)."""
+        st = self.state
+        out = {}
+        for key in ("theta", "perm", "V", "r", "anchor"):
+            val = st[key]
+            out[key] = None if val is None else val.detach().cpu().numpy().copy()
+        for key in ("pos", "step", "since_snapshot", "ewsg_accept", "ewsg_proposals"):
+            out[key] = int(st[key])
+        out["generator"] = self.g.get_state().numpy().copy()
+        out["n_data"] = int(self.n)
+        return out
+
+    def load_state(self, saved):
+        """Restore a state written by :meth:`dump_state`."""
+        st = {}
+        for key in ("theta", "V", "r", "anchor"):
+            val = saved[key]
+            st[key] = None if val is None else torch.as_tensor(val).to(
+                device=self.device, dtype=self.dtype).clone()
+        for key in ("pos", "step", "since_snapshot", "ewsg_accept", "ewsg_proposals"):
+            st[key] = int(saved[key])
+        if saved["perm"] is not None and saved["n_data"] == self.n and len(saved["perm"]) == self.n:
+            st["perm"] = torch.as_tensor(saved["perm"]).to(self.device)
+        else:
+            st["perm"], st["pos"] = None, 0
+        self.g.set_state(torch.from_numpy(saved["generator"].copy()))
+        self.state = st
+        if self.p["sampler"] == "sghmc" and st["r"] is None:
+            r = torch.empty_like(st["theta"]).normal_(generator=self.g)
+            st["r"] = r.mul_(math.sqrt(self.p["temperature"]))
+        if self.p["subsampling"] == "cv" and st["anchor"] is None:
+            self._find_mode()
+        elif st["anchor"] is not None:
+            # the anchor's full-data gradient is recomputed on the current data
+            self.anchor_grad = self.full_grad(st["anchor"])
+
+    # ----------------------------------------------------------- data access
+    def next_batch(self):
+        """Indices of the next minibatch: consecutive blocks of a random
+        permutation (a fresh one when fewer than ``b`` indices remain), so
+        every minibatch is a uniformly random ``b``-subset."""
+        st = self.state
+        if st["perm"] is None or st["pos"] + self.b > self.n:
+            st["perm"] = torch.randperm(self.n, generator=self.g, device=self.device)
+            st["pos"] = 0
+        idx = st["perm"][st["pos"]:st["pos"] + self.b]
+        st["pos"] += self.b
+        return idx
+
+    def batch_grad(self, theta, idx, out):
+        """``sum_{j in idx} grad U_j(theta)`` into ``out``; returns the loss."""
+        self.n_grad_evals += int(idx.shape[0])
+        return self.net.loss_grad(theta, self.X.index_select(0, idx),
+                                  self.y.index_select(0, idx), out,
+                                  self._views_of(theta), self._views_of(out))
+
+    def full_grad(self, theta):
+        """``sum_i grad U_i(theta)`` over all data (chunks of rows)."""
+        total = torch.zeros_like(theta)
+        tmp = torch.empty_like(theta)
+        for r0 in range(0, self.n, _FULL_GRAD_CHUNK):
+            self.net.loss_grad(theta, self.X[r0:r0 + _FULL_GRAD_CHUNK],
+                               self.y[r0:r0 + _FULL_GRAD_CHUNK], tmp)
+            total.add_(tmp)
+        self.n_grad_evals += self.n
+        return total
+
+    # ----------------------------------------------------------- CV mode
+    def _find_mode(self):
+        """MAP estimate for control variates: Adam on ``U(theta) / n``.
+
+        ``map_epochs`` passes of minibatches of size ``batch_size`` with
+        learning rate ``map_learning_rate``, started from the chain's
+        initial parameters; the chain then starts at the mode.
+        """
+        st = self.state
+        theta = st["theta"]
+        steps = int(math.ceil(self.n / self.b)) * int(self.p["map_epochs"])
+        if steps > 0:
+            w = theta.clone().requires_grad_(True)
+            opt = torch.optim.Adam([w], lr=self.p["map_learning_rate"])
+            alpha = self.p["alpha"]
+            for _ in range(steps):
+                idx = self.next_batch()
+                with torch.no_grad():
+                    self.batch_grad(w, idx, self.grad_buf)
+                    grad = self.grad_buf.mul(self.scale).add_(w, alpha=alpha).div_(self.n)
+                w.grad = grad
+                opt.step()
+            theta = w.detach().clone()
+            if not bool(torch.isfinite(theta).all()):
+                raise FloatingPointError(
+                    "The Adam search for the mode used by subsampling='cv' diverged "
+                    f"(map_learning_rate={self.p['map_learning_rate']!r}); try "
+                    f"map_learning_rate={self.p['map_learning_rate'] / 10:g}."
+                )
+        st["theta"] = theta
+        st["anchor"] = theta.clone()
+        self.anchor_grad = self.full_grad(st["anchor"])
+
+    # ----------------------------------------------------------- estimators
+    def estimate(self, theta, out):
+        """One unbiased estimate ``g_hat`` of ``grad U(theta)`` into ``out``."""
+        idx = self.next_batch()
+        alpha = self.p["alpha"]
+        if self.p["subsampling"] in ("svrg", "cv"):
+            loss = self.batch_grad(theta, idx, self.grad_buf)
+            self.batch_grad(self.state["anchor"], idx, self.grad_buf2)
+            self.grad_buf.sub_(self.grad_buf2)
+            torch.add(self.anchor_grad, self.grad_buf, alpha=self.scale, out=out)
+        else:
+            loss = self.batch_grad(theta, idx, self.grad_buf)
+            torch.mul(self.grad_buf, self.scale, out=out)
+        if alpha != 0.0:
+            out.add_(theta, alpha=alpha)
+        return loss
+
+    def _ewsg_energy(self, g_hat):
+        """``1/2 ||x + w_J||^2`` for the dynamics in use (ALGORITHMS.md)."""
+        h, T = self.p["step_size"], self.p["temperature"]
+        sampler = self.p["sampler"]
+        if sampler == "sgld":  # c = h, s = sqrt(2hT), x = 0
+            return (h / (4.0 * T)) * torch.dot(g_hat, g_hat)
+        if sampler == "sghmc":  # c = h, s = sigma sqrt(h), x = sqrt(h) gamma r / sigma
+            gamma = self.p["friction"]
+            v = torch.add(g_hat, self.state["r"], alpha=gamma)
+            return (h / (4.0 * gamma * T)) * torch.dot(v, v)
+        # psgld: c = h G, s = sqrt(2 h T G), x = 0 (G from the previous V)
+        return (h / (4.0 * T)) * torch.dot(g_hat, g_hat / self.D)
+
+    def ewsg_estimate(self, theta, out):
+        """EWSG: Metropolis index chain of length M over candidate minibatches.
+
+        The first candidate ``J`` is a uniform minibatch; each of the ``M``
+        proposals ``J'`` (uniform) replaces it with probability
+        ``min(1, exp(E(J') - E(J)))``, ``E = ||x + w||^2 / 2``. The chosen
+        estimate ends in ``out``; returns the chosen minibatch loss.
+        """
+        M = int(self.p["ewsg_chain_length"])
+        loss = self.estimate(theta, out)
+        if self.p["sampler"] == "psgld":
+            self._psgld_preconditioner(out, first_only=True)
+        e_cur = self._ewsg_energy(out)
+        if not hasattr(self, "_cand"):
+            self._cand = torch.empty_like(out)
+        cand = self._cand
+        st = self.state
+        for _ in range(M):
+            loss_c = self.estimate(theta, cand)
+            e_c = self._ewsg_energy(cand)
+            u = torch.rand((), generator=self.g, device=self.device, dtype=torch.float64)
+            if self.on_cpu:
+                # host-side decision: no copies, swap the buffers
+                if math.log(float(u)) < float(e_c) - float(e_cur):
+                    out.copy_(cand)
+                    e_cur, loss = e_c, loss_c
+                    st["ewsg_accept"] += 1
+            else:
+                # stay on the device (no synchronisation per step)
+                accept = torch.log(u) < (e_c - e_cur).double()
+                out.copy_(torch.where(accept, cand, out))
+                e_cur = torch.where(accept, e_c, e_cur)
+                loss = torch.where(accept, loss_c, loss)
+                st["ewsg_accept_t"] = st.get("ewsg_accept_t", 0) + accept.to(torch.int64)
+            st["ewsg_proposals"] += 1
+        return loss
+
+    # ----------------------------------------------------------- dynamics
+    def _psgld_preconditioner(self, g_hat, first_only=False):
+        """Update ``V`` with ``g_bar = g_hat / n``; set ``D = lambda + sqrt(V)``.
+
+        The preconditioner is ``G = 1 / D``. ``V`` starts at ``g_bar**2`` of
+        the chain's first minibatch (not at zero, which would make the first
+        steps ``1/lambda`` times too large). With ``first_only`` (EWSG
+        weights, which use the previous step's ``G``) only that
+        initialisation is done.
+        """
+        st = self.state
+        if st["V"] is None:
+            st["V"] = torch.mul(g_hat, g_hat).div_(float(self.n) ** 2)
+        elif not first_only:
+            st["V"].mul_(PSGLD_DECAY).addcmul_(
+                g_hat, g_hat, value=(1.0 - PSGLD_DECAY) / float(self.n) ** 2)
+        elif hasattr(self, "D"):
+            return
+        self.D = torch.sqrt(st["V"]).add_(PSGLD_EPS)
+
+    def step(self, g_hat):
+        """One update of the dynamics with the gradient estimate ``g_hat``."""
+        st = self.state
+        theta = st["theta"]
+        h, T = self.p["step_size"], self.p["temperature"]
+        sampler = self.p["sampler"]
+        self.noise.normal_(generator=self.g)
+        if sampler == "sgld":
+            theta.add_(g_hat, alpha=-h).add_(self.noise, alpha=math.sqrt(2.0 * h * T))
+        elif sampler == "psgld":
+            self._psgld_preconditioner(g_hat)
+            # theta - h G g + sqrt(2 h T G) xi with G = 1 / D
+            theta.addcdiv_(g_hat, self.D, value=-h)
+            theta.addcdiv_(self.noise, torch.sqrt(self.D), value=math.sqrt(2.0 * h * T))
+        else:  # sghmc, Euler-Maruyama
+            gamma = self.p["friction"]
+            r = st["r"]
+            theta.add_(r, alpha=h)
+            r.mul_(1.0 - h * gamma).add_(g_hat, alpha=-h)
+            r.add_(self.noise, alpha=math.sqrt(2.0 * gamma * T * h))
+
+    # ----------------------------------------------------------- driver
+    def run(self, n_steps, *, n_warmup, thin, samples, chain_label=""):
+        """Run ``n_steps`` steps; after ``n_warmup`` keep every ``thin``-th.
+
+        Parameters
+        ----------
+        n_steps : int
+        n_warmup : int
+            Steps discarded at the start of this run.
+        thin : int
+        samples : tensor of shape (n_keep, P) on the CPU
+            Receives the kept draws.
+        chain_label : str
+            Prefix of verbose lines.
+        """
+        st = self.state
+        p = self.p
+        ewsg = p["subsampling"] == "ewsg"
+        svrg = p["subsampling"] == "svrg"
+        period = p["snapshot_period"] or int(math.ceil(self.n / self.b))
+        g_hat = torch.empty_like(st["theta"])
+        verbose = p["verbose"]
+        report_every = max(1, int(math.ceil(self.n / self.b)))
+        loss_acc = torch.zeros((), device=self.device, dtype=self.dtype)
+        n_acc = 0
+        t0 = time.perf_counter()
+        kept = 0
+        for k in range(n_steps):
+            if svrg and (st["anchor"] is None or st["since_snapshot"] >= period):
+                st["anchor"] = st["theta"].clone()
+                self.anchor_grad = self.full_grad(st["anchor"])
+                st["since_snapshot"] = 0
+            if ewsg:
+                loss = self.ewsg_estimate(st["theta"], g_hat)
+            else:
+                loss = self.estimate(st["theta"], g_hat)
+            self.step(g_hat)
+            st["step"] += 1
+            if svrg:
+                st["since_snapshot"] += 1
+            if k >= n_warmup and (k - n_warmup + 1) % thin == 0:
+                samples[kept].copy_(st["theta"])
+                kept += 1
+            if (k + 1) % _FINITE_CHECK_EVERY == 0 and not bool(torch.isfinite(st["theta"]).all()):
+                self._diverged()
+            if verbose:
+                loss_acc += loss
+                n_acc += 1
+                if (k + 1) % report_every == 0 or k + 1 == n_steps:
+                    elapsed = time.perf_counter() - t0
+                    mean_loss = float(loss_acc) / (n_acc * self.b)
+                    print(f"{chain_label}step {k + 1}/{n_steps}, "
+                          f"{(k + 1) / max(elapsed, 1e-12):.1f} steps/s, "
+                          f"minibatch loss (mean CE) = {mean_loss:.5f}")
+                    loss_acc.zero_()
+                    n_acc = 0
+        if not (bool(torch.isfinite(st["theta"]).all())
+                and bool(torch.isfinite(samples[:kept]).all())):
+            self._diverged()
+        if "ewsg_accept_t" in st:
+            st["ewsg_accept"] += int(st.pop("ewsg_accept_t"))
+        return kept
+
+    def _diverged(self):
+        h = self.p["step_size"]
+        raise FloatingPointError(
+            f"The {self.p['sampler']} chain diverged (non-finite parameters) at step "
+            f"{self.state['step']}: step_size={h!r} is too large for this problem; "
+            f"try a smaller step_size, e.g. step_size={h / 10:g}."
+        )
