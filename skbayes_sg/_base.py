@@ -52,6 +52,8 @@ class BaseSGMCMC(BaseEstimator):
                             StrOptions({"auto"})],
         "pv_threshold": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "pilot_steps": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_leapfrog": [Interval(numbers.Integral, 1, None, closed="left")],
+        "inv_mass": [Interval(numbers.Real, 0, None, closed="neither")],
         "warm_start": ["boolean"],
         "verbose": ["verbose"],
     }
@@ -80,6 +82,8 @@ class BaseSGMCMC(BaseEstimator):
         snapshot_period="auto",
         pv_threshold="auto",
         pilot_steps=500,
+        n_leapfrog=10,
+        inv_mass=1.0,
         warm_start=False,
         verbose=0,
     ):
@@ -104,6 +108,8 @@ class BaseSGMCMC(BaseEstimator):
         self.snapshot_period = snapshot_period
         self.pv_threshold = pv_threshold
         self.pilot_steps = pilot_steps
+        self.n_leapfrog = n_leapfrog
+        self.inv_mass = inv_mass
         self.warm_start = warm_start
         self.verbose = verbose
 
@@ -175,6 +181,7 @@ class BaseSGMCMC(BaseEstimator):
         ctx.options.update(
             access=self.access, snapshot_period=self.snapshot_period,
             pv_threshold=self.pv_threshold, pilot_steps=self.pilot_steps,
+            n_leapfrog=self.n_leapfrog, inv_mass=self.inv_mass,
             # the set-up's own randomness (pilot chains) never shares a chain's stream
             pilot_seed=None if continuing else seeds[-1])
         if continuing and hasattr(self, "mode_"):

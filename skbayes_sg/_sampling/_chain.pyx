@@ -74,6 +74,7 @@ cdef class ChainOracle(GradientOracle):
     cdef int ewsg_x
     cdef _CandidateBuffer buf_a, buf_b
     cdef double[::1] scale, shift
+    cdef int width
     cdef public long long ewsg_accepted, ewsg_proposed
 
     def __init__(self, GradientEstimator estimator, double alpha, int ewsg_chain_length=0,
@@ -91,16 +92,20 @@ cdef class ChainOracle(GradientOracle):
         self.dynamics = dynamics
         self.buf_a = _CandidateBuffer(estimator.max_batch, K, self.dim)
         self.buf_b = _CandidateBuffer(estimator.max_batch, K, self.dim)
-        self.scale = np.zeros(max(self.dim, 1))
-        self.shift = np.zeros(max(self.dim, 1))
+        width = dynamics.ewsg_width if dynamics is not None else 1
+        self.width = width
+        self.scale = np.zeros(max(self.dim * width, 1))
+        self.shift = np.zeros(max(self.dim * width, 1))
 
     cdef inline double _log_weight(self, const double* theta, const double* g) noexcept nogil:
         # ½||x + w_J||² with w_J = (c/s) ⊙ (alpha theta + g_J)
-        cdef intp j
+        cdef intp j, m
         cdef double s = 0.0, v
-        for j in range(self.dim):
-            v = self.shift[j] + self.scale[j] * (self.alpha * theta[j] + g[j])
-            s += v * v
+        for m in range(self.width):
+            for j in range(self.dim):
+                v = self.shift[m * self.dim + j] + self.scale[m * self.dim + j] * (
+                    self.alpha * theta[j] + g[j])
+                s += v * v
         return 0.5 * s
 
     cdef void gradient(self, const double* theta, double* grad) noexcept nogil:
@@ -115,7 +120,7 @@ cdef class ChainOracle(GradientOracle):
         if self.ewsg_M > 0:
             self.dynamics.ewsg_whitening(&self.scale[0], &self.shift[0], self.ewsg_x)
             if self.ewsg_x == EWSG_X_ZERO or self.ewsg_x == EWSG_X_ONE:
-                for j in range(self.dim):
+                for j in range(self.dim * self.width):
                     self.shift[j] = 0.0 if self.ewsg_x == EWSG_X_ZERO else 1.0
             lw_cur = self._log_weight(theta, cur.grad)
             for m in range(self.ewsg_M):

@@ -20,6 +20,7 @@ cdef enum EwsgX:
 
 cdef class Dynamics:
     cdef intp dim
+    cdef int ewsg_width             # whitened components per coordinate (1, or 2 for ULD)
     cdef double step_size          # h
     cdef double temperature        # T
     cdef double[::1] grad          # scratch: g_hat
@@ -43,3 +44,19 @@ cdef class PSGLD(Dynamics):
 cdef class SGHMC(Dynamics):
     cdef double friction           # gamma
     cdef double[::1] momentum      # r
+
+
+cdef class SGHMCLeapfrog(Dynamics):
+    cdef int n_leapfrog             # K
+    cdef double[::1] momentum       # p (redrawn each outer step)
+
+
+cdef class ULD(Dynamics):
+    cdef double friction            # gamma
+    cdef double inv_mass            # u
+    cdef double[::1] velocity       # v
+    # exact OU step with the gradient frozen: means and noise Cholesky factors
+    cdef double a                   # exp(-gamma h)
+    cdef double cv, cx              # gradient coefficients in v and x
+    cdef double l_vv, l_xv, l_xx    # Cholesky of the (v, x) noise covariance
+    cdef double[::1] noise2

@@ -9,7 +9,7 @@ the EWSG weights are computed at.
 """
 import numpy as np
 
-from libc.math cimport sqrt
+from libc.math cimport exp, expm1, sqrt
 from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_standard_normal_fill
 
@@ -33,6 +33,7 @@ cdef class Dynamics:
         if not temperature > 0:
             raise ValueError("temperature must be > 0")
         self.dim = dim
+        self.ewsg_width = 1
         self.step_size = step_size
         self.temperature = temperature
         self.grad = np.zeros(dim)
@@ -57,10 +58,17 @@ cdef class Dynamics:
 
     has_momentum = False
 
+    @property
+    def ewsg_width(self):
+        """Whitened components per coordinate (1, or 2 when two correlated
+        variables carry the noise)."""
+        return self.ewsg_width
+
     def py_ewsg_whitening(self, int x_mode=EWSG_X_AUTO):
-        """Return ``(c/s, x)`` arrays for the current state (testing twin)."""
-        scale = np.empty(self.dim)
-        shift = np.empty(self.dim)
+        """Return ``(c/s, x)`` arrays for the current state (testing twin):
+        length ``ewsg_width * dim``, component m of coordinate j at m*dim + j."""
+        scale = np.empty(self.dim * self.ewsg_width)
+        shift = np.empty(self.dim * self.ewsg_width)
         cdef double[::1] sv = scale, xv = shift
         self.ewsg_whitening(&sv[0], &xv[0], x_mode)
         return scale, shift
@@ -213,3 +221,151 @@ cdef class SGHMC(Dynamics):
     def set_state(self, state):
         if "momentum" in state:
             self.momentum = np.array(state["momentum"], dtype=np.float64)
+
+
+cdef class SGHMCLeapfrog(Dynamics):
+    """SG-HMC with leapfrog (the SG-HMC slides): each step draws p ~ N(0, T I),
+    makes K leapfrog steps ``p -= (h/2) g(q); q += h p; p -= (h/2) g(q)`` with
+    fresh stochastic gradients (K + 1 per step: the closing half-kick of one
+    leapfrog step and the opening one of the next share a gradient), and
+    keeps q, with no Metropolis correction.
+
+    Parameters
+    ----------
+    dim, step_size, temperature : see :class:`Dynamics`
+    n_leapfrog : int
+        K >= 1.
+    """
+
+    def __init__(self, Py_ssize_t dim, double step_size, double temperature=1.0,
+                 int n_leapfrog=10):
+        Dynamics.__init__(self, dim, step_size, temperature)
+        if n_leapfrog < 1:
+            raise ValueError("n_leapfrog must be >= 1")
+        self.n_leapfrog = n_leapfrog
+        self.momentum = np.zeros(dim)
+
+    cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
+        cdef intp j
+        cdef int l
+        cdef double h = self.step_size
+        cdef double sT = sqrt(self.temperature)
+        random_standard_normal_fill(rng, self.dim, &self.momentum[0])
+        oracle.gradient(theta, &self.grad[0])
+        for j in range(self.dim):
+            self.momentum[j] = sT * self.momentum[j] - 0.5 * h * self.grad[j]
+        for l in range(self.n_leapfrog):
+            for j in range(self.dim):
+                theta[j] += h * self.momentum[j]
+            oracle.gradient(theta, &self.grad[0])
+            for j in range(self.dim):
+                # a full kick between positions, a half kick after the last one
+                self.momentum[j] -= (0.5 if l == self.n_leapfrog - 1 else 1.0) * h * self.grad[j]
+
+    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil:
+        # one leapfrog step from a fresh p ~ N(0, T): q' = q + h p - (h^2/2) g,
+        # so q' ~ N(q - (h^2/2) g, h^2 T): c/s = h / (2 sqrt(T)); x = 0 (q' = q).
+        # Exact for K = 1; the same whitening is used for every kick when K > 1.
+        cdef intp j
+        cdef double w = self.step_size / (2.0 * sqrt(self.temperature))
+        for j in range(self.dim):
+            scale[j] = w
+            shift[j] = 0.0
+
+    has_momentum = False  # p is redrawn every step: no momentum carried
+
+
+cdef class ULD(Dynamics):
+    """SG underdamped Langevin with the exact Ornstein-Uhlenbeck step (Cheng et al.).
+
+    dv = -gamma v dt - u grad U dt + sqrt(2 gamma u T) dB,  dx = v dt, integrated
+    exactly over one step with grad U frozen at g = g_hat(x_k); with
+    a = exp(-gamma h):
+
+    v' = a v - (u/gamma)(1 - a) g + xi_v,
+    x' = x + (1 - a)/gamma v - (u/gamma)(h - (1 - a)/gamma) g + xi_x,
+
+    (xi_v, xi_x) Gaussian, per coordinate, with Var xi_v = u T (1 - a^2),
+    Cov = (u T/gamma)(1 - a)^2, Var xi_x = (u T/gamma^2)(2 gamma h + 4a - a^2 - 3).
+    The stationary law is exp(-U(x)/T - |v|^2 / (2 u T)).
+
+    Parameters
+    ----------
+    dim, step_size, temperature : see :class:`Dynamics`
+    friction : float
+        gamma > 0.
+    inv_mass : float
+        u > 0.
+    v0 : ndarray of shape (dim,) or None
+        Initial velocity (None: zeros).
+    """
+
+    def __init__(self, Py_ssize_t dim, double step_size, double temperature=1.0,
+                 double friction=2.0, double inv_mass=1.0, v0=None):
+        Dynamics.__init__(self, dim, step_size, temperature)
+        if not friction > 0 or not inv_mass > 0:
+            raise ValueError("friction and inv_mass must be > 0")
+        self.ewsg_width = 2
+        self.friction = friction
+        self.inv_mass = inv_mass
+        self.velocity = np.zeros(dim) if v0 is None else np.array(v0, dtype=np.float64)
+        self.noise2 = np.zeros(dim)
+        g, h, u, T = friction, step_size, inv_mass, temperature
+        em1 = expm1(-g * h)                  # a - 1, accurate for small gamma h
+        a = 1.0 + em1
+        self.a = a
+        self.cv = -(u / g) * em1             # (u/gamma)(1 - a)
+        self.cx = (u / g) * (h + em1 / g)    # (u/gamma)(h - (1 - a)/gamma)
+        s_vv = -u * T * em1 * (2.0 + em1)    # u T (1 - a^2)
+        s_xv = (u * T / g) * em1 * em1       # (u T/gamma)(1 - a)^2
+        # 2 gamma h + 4a - a^2 - 3 = 2 (gamma h + em1) - em1^2
+        s_xx = (u * T / (g * g)) * (2.0 * (g * h + em1) - em1 * em1)
+        self.l_vv = sqrt(s_vv)
+        self.l_xv = s_xv / self.l_vv
+        self.l_xx = sqrt(max(s_xx - self.l_xv * self.l_xv, 0.0))
+
+    cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
+        cdef intp j
+        cdef double v, xi1, xi2
+        cdef double one_minus_a_over_g = (1.0 - self.a) / self.friction
+        oracle.gradient(theta, &self.grad[0])
+        random_standard_normal_fill(rng, self.dim, &self.noise[0])
+        random_standard_normal_fill(rng, self.dim, &self.noise2[0])
+        for j in range(self.dim):
+            v = self.velocity[j]
+            xi1 = self.noise[j]
+            xi2 = self.noise2[j]
+            theta[j] += (one_minus_a_over_g * v - self.cx * self.grad[j]
+                         + self.l_xv * xi1 + self.l_xx * xi2)
+            self.velocity[j] = self.a * v - self.cv * self.grad[j] + self.l_vv * xi1
+
+    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil:
+        # The gradient moves the mean of (v', x') by -(cv, cx) g; whitening with
+        # the Cholesky factor L = [[l_vv, 0], [l_xv, l_xx]] gives two components
+        # per coordinate: w_v = (cv / l_vv) g, w_x = ((cx - l_xv cv / l_vv) / l_xx) g.
+        # x (auto): v' = v (the momentum analogue of r_{k+1} = r_k) and x' at its
+        # gradient-free mean; MOMENTUM_STOP: v' = 0.
+        cdef intp j
+        cdef double av = self.cv / self.l_vv
+        cdef double ax = (self.cx - self.l_xv * av) / self.l_xx if self.l_xx > 0 else 0.0
+        cdef double xv_coef, xx_coef
+        cdef double target
+        for j in range(self.dim):
+            target = 0.0 if x_mode == EWSG_X_MOMENTUM_STOP else self.velocity[j]
+            # whitened v-residual of (v' - a v) at v' = target; x component from
+            # the gradient-free x' (residual 0) minus the v correlation
+            xv_coef = (target - self.a * self.velocity[j]) / self.l_vv
+            xx_coef = -self.l_xv * xv_coef / self.l_xx if self.l_xx > 0 else 0.0
+            scale[j] = av
+            shift[j] = xv_coef
+            scale[self.dim + j] = ax
+            shift[self.dim + j] = xx_coef
+
+    has_momentum = True
+
+    def get_state(self):
+        return {"velocity": np.array(self.velocity)}
+
+    def set_state(self, state):
+        if "velocity" in state:
+            self.velocity = np.array(state["velocity"], dtype=np.float64)

@@ -375,8 +375,54 @@ def _build_sghmc(dim, cfg, state, generator):
                            friction=cfg["friction"], r0=r0)
 
 
+def _prepare_leapfrog(ctx, theta0, step_size, friction, noise, temperature):
+    K = int(ctx.options.get("n_leapfrog", 10))
+    if step_size == "auto":
+        # 0.1 of leapfrog's stability limit 2/sqrt(L), and the gradient noise
+        # gathered by p over K kicks (K h^2 v) at most 0.1 of its variance T
+        L = ctx.curvature(theta0)
+        v = noise.curvature()
+        h = min(0.2 / np.sqrt(L), np.sqrt(0.1 * temperature / (K * v)) if v > 0 else np.inf)
+    else:
+        h = float(step_size)
+    return {"step_size": h, "temperature": temperature, "n_leapfrog": K}
+
+
+def _build_leapfrog(dim, cfg, state, generator):
+    return _dynamics.SGHMCLeapfrog(dim, cfg["step_size"], cfg["temperature"],
+                                   n_leapfrog=cfg["n_leapfrog"])
+
+
+def _prepare_uld(ctx, theta0, step_size, friction, noise, temperature):
+    u = float(ctx.options.get("inv_mass", 1.0))
+    # in time units the curvature seen by x is u L (frequency sqrt(u L))
+    uL = u * ctx.curvature(theta0)
+    gamma = 2.0 * np.sqrt(uL) if friction == "auto" else float(friction)
+    if step_size == "auto":
+        # the exact OU step is stable for any h; the frozen gradient needs
+        # h sqrt(uL) small, and the gradient noise (u h)^2 v per step against
+        # the injected 2 gamma u T h inflates v's variance by ~ u h v / (2 gamma T)
+        v = u * noise.curvature()
+        h = AUTO_STEP_FRACTION * min(1.0 / np.sqrt(uL), 1.0 / gamma,
+                                     2.0 * gamma * temperature / v if v > 0 else np.inf)
+    else:
+        h = float(step_size)
+    return {"step_size": h, "temperature": temperature, "friction": gamma, "inv_mass": u}
+
+
+def _build_uld(dim, cfg, state, generator):
+    if state and "velocity" in state:
+        v0 = state["velocity"]
+    else:  # velocity starts at its stationary law N(0, u T I)
+        v0 = np.sqrt(cfg["inv_mass"] * cfg["temperature"]) * generator.standard_normal(dim)
+    return _dynamics.ULD(dim, cfg["step_size"], cfg["temperature"], friction=cfg["friction"],
+                         inv_mass=cfg["inv_mass"], v0=v0)
+
+
 SAMPLERS = {
     "sgld": SamplerSpec(build=_build_sgld, prepare=_prepare_sgld),
     "psgld": SamplerSpec(build=_build_psgld, prepare=_prepare_psgld),
     "sghmc": SamplerSpec(build=_build_sghmc, prepare=_prepare_sghmc, has_momentum=True),
+    "sghmc-leapfrog": SamplerSpec(build=_build_leapfrog, prepare=_prepare_leapfrog),
+    "uld": SamplerSpec(build=_build_uld, prepare=_prepare_uld, has_momentum=True),
 }

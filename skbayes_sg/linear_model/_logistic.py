@@ -9,10 +9,16 @@ from .._base import BaseSGMCMC
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
 
 _DOC_PARAMS = """
-    sampler : {"sgld", "psgld", "sghmc"}, default="sgld"
-        The dynamics: stochastic gradient Langevin dynamics, its RMSprop
-        preconditioned variant (pSGLD), or SG Hamiltonian Monte Carlo
-        (underdamped Langevin, Euler-Maruyama).  Formulas: the user guide.
+    sampler : {"sgld", "psgld", "sghmc", "sghmc-leapfrog", "uld"}, default="sgld"
+        The dynamics (formulas in the user guide): stochastic gradient
+        Langevin dynamics; its RMSprop-preconditioned variant (pSGLD, the
+        Gamma correction dropped); SG Hamiltonian Monte Carlo as underdamped
+        Langevin integrated by Euler-Maruyama (``friction``); SG-HMC with
+        leapfrog (momentum redrawn every step, ``n_leapfrog`` leapfrog steps
+        with fresh stochastic gradients, no Metropolis step); SG underdamped
+        Langevin with the exact Ornstein-Uhlenbeck step of Cheng et al.
+        (gradient frozen over the step, correlated position/velocity noise;
+        ``friction``, ``inv_mass``).
     subsampling : str, default="uniform"
         The gradient estimator of the data term (formulas in the user guide):
 
@@ -70,8 +76,9 @@ _DOC_PARAMS = """
     temperature : float, default=1.0
         T: the chains target ``exp(-U / T)``.
     friction : float or "auto", default="auto"
-        SGHMC friction gamma; ``"auto"`` = 2 sqrt(L) (critical damping of
-        the stiffest direction).  Ignored by other samplers.
+        SGHMC / ULD friction gamma; ``"auto"`` = 2 sqrt(L) (2 sqrt(u L) for
+        ULD: critical damping of the stiffest direction).  Ignored by other
+        samplers.
     init : {"mode", "zeros", "prior"} or array-like, default="mode"
         Where chains start: the posterior mode (found once by L-BFGS on
         the exact objective, the SG-MCMC papers' protocol), zeros, an
@@ -86,6 +93,11 @@ _DOC_PARAMS = """
         choice (SGHMC: ``x = sqrt(h) gamma r_k / sigma``, i.e. r_{k+1} = r_k;
         SGLD/pSGLD: x = 0); ``"zero"`` x = 0; ``"one"`` x = (1, ..., 1);
         ``"momentum-stop"`` r_{k+1} = 0 (samplers with momentum only).
+    n_leapfrog : int, default=10
+        Leapfrog steps per step of ``sampler="sghmc-leapfrog"`` (each step
+        costs n_leapfrog + 1 gradient estimates).
+    inv_mass : float, default=1.0
+        ULD's inverse mass u (``sampler="uld"``).
     access : {"random", "reshuffle", "cyclic"}, default="random"
         How minibatches visit the data (uniform, EWSG, control-variate and
         snapshot estimators): uniformly at random with replacement, a fresh

@@ -62,7 +62,7 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
                  n_chains=4, n_jobs=None, random_state=None, alpha=1.0, fit_intercept=True,
                  temperature=1.0, friction="auto", init="mode", ewsg_chain_length=1,
                  ewsg_x="auto", access="random", snapshot_period="auto", pv_threshold="auto",
-                 pilot_steps=500, warm_start=False, verbose=0):
+                 pilot_steps=500, n_leapfrog=10, inv_mass=1.0, warm_start=False, verbose=0):
         super().__init__(
             sampler=sampler, subsampling=subsampling, step_size=step_size,
             batch_size=batch_size, n_samples=n_samples, n_warmup=n_warmup, thin=thin,
@@ -70,7 +70,7 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
             fit_intercept=fit_intercept, temperature=temperature, friction=friction,
             init=init, ewsg_chain_length=ewsg_chain_length, ewsg_x=ewsg_x, access=access,
             snapshot_period=snapshot_period, pv_threshold=pv_threshold, pilot_steps=pilot_steps,
-            warm_start=warm_start, verbose=verbose)
+            n_leapfrog=n_leapfrog, inv_mass=inv_mass, warm_start=warm_start, verbose=verbose)
         self.noise_var = noise_var
 
     def _encode_targets(self, y):
