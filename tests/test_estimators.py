@@ -597,3 +597,18 @@ def test_docstring_documents_every_parameter(Est):
         assert f"\n    {name} : " in doc, name
     for name in ["coef_samples_", "intercept_samples_", "n_grad_evals_", "step_size_"]:
         assert f"\n    {name} : " in doc, name
+
+
+def test_ridge_warns_when_the_intercept_prior_binds():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 2))
+    y = X @ [1.0, -1.0] + 150.0 + rng.standard_normal(100)
+    est = SGMCMCRidge(n_samples=20, n_warmup=20, n_chains=1, random_state=0)
+    with pytest.warns(UserWarning, match="Centre or standardise y"):
+        est.fit(X, y)
+    # centred targets, or a weak prior, fit quietly
+    import warnings as _w
+    with _w.catch_warnings():
+        _w.simplefilter("error", UserWarning)
+        est.fit(X, y - y.mean())
+        est.set_params(alpha=1e-6).fit(X, y)

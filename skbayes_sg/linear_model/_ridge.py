@@ -1,5 +1,6 @@
 """Bayesian linear regression with a Gaussian prior (ridge) by SG-MCMC."""
 import numbers
+import warnings
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsqr
@@ -83,6 +84,7 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
         return GLM(GAUSSIAN, 1, 1.0)  # noise variance resolved in _fit_context_hook
 
     def _fit_context_hook(self, ctx):
+        self._warn_if_intercept_prior_binds(ctx)
         if self.noise_var is not None:
             sigma2 = float(self.noise_var)
         else:
@@ -90,6 +92,22 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
             ctx.n_grad_evals += n_passes * ctx.n
         ctx.glm.noise_var = sigma2
         self.noise_var_ = sigma2
+
+    def _warn_if_intercept_prior_binds(self, ctx):
+        # The prior N(0, 1/alpha) covers the intercept too (the model as
+        # specified); a target far from 0 then gets a shrunk intercept and an
+        # inflated noise variance.  Say so, with the fix, rather than fail quietly.
+        if not self.fit_intercept or ctx.n < 2:
+            return
+        prior_sd = 1.0 / np.sqrt(self.alpha)
+        y_mean = float(np.mean(ctx.y))
+        if abs(y_mean) > 3.0 * prior_sd:
+            warnings.warn(
+                f"The mean of y ({y_mean:.3g}) is more than 3 prior standard deviations "
+                f"(1/sqrt(alpha) = {prior_sd:.3g}) from 0, and the prior N(0, 1/alpha) also "
+                "covers the intercept: it will be shrunk toward 0 and noise_var_ inflated. "
+                "Centre or standardise y (e.g. sklearn.compose.TransformedTargetRegressor "
+                "with StandardScaler), or lower alpha.", UserWarning, stacklevel=3)
 
     # ---------------------------------------------------------- predictions
     def predict(self, X, return_std=False):
