@@ -637,7 +637,69 @@ def test_pseudo_variance_preferential_beats_uniform(logistic_pv):
     assert np.median(ratios_ps) < 0.5 and np.median(ratios_cv) < 0.5
 
 
-# ==================================== 7. logistic posterior (slow, reference MH)
+# ============================= 7. known problems on real data (strict xfail)
+def _australian_data():
+    from pathlib import Path
+
+    from sklearn.datasets import load_svmlight_file
+
+    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "australian_scale"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    X, y = load_svmlight_file(str(path), n_features=14)
+    X = X.toarray()
+    return (X - X.mean(axis=0)) / X.std(axis=0), (y > 0).astype(np.float64)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the automatic step of the CV estimators uses the noise bound "
+    "|r_i(theta) - r_i(mode)| <= c |x_i . (theta - mode)| with the global c = 1/4 "
+    "(_registry._cv_noise / _importance_noise); on australian it exceeds the exact "
+    "gradient covariance at posterior draws ~150x (cv) and ~1e10x (cv-preferential, "
+    "whose weights carry the per-datum curvature the bound drops), so h is 22x "
+    "(cv) and 2.5e9x (cv-preferential) smaller than uniform subsampling's"))
+@pytest.mark.parametrize("name", ["cv", "cv-preferential"])
+def test_auto_step_of_cv_estimators_not_below_uniform(name):
+    """CV-type estimates have a smaller covariance than uniform minibatches at
+    posterior draws (exact, below), so their automatic step should not be
+    smaller than uniform subsampling's."""
+    X, y = _australian_data()
+    kw = dict(batch_size=20, n_samples=1, n_warmup=0, n_chains=1, random_state=0)
+    h_u = SGMCMCLogisticRegression(**kw).fit(X, y).step_size_
+    est = SGMCMCLogisticRegression(subsampling=name, **kw).fit(X, y)
+    # the premise, exactly: lambda_max of the covariances at Laplace draws
+    n = len(y)
+    mode, S = est.mode_.ravel(), ref.logistic_laplace(ref.add_ones(X), y, 1.0)[1]
+    glm, p = GLM(LOGISTIC, 1), _weights(est._subsampling_config, n)
+    G_hat = _per_datum_grads(mode, X, y, glm, True)
+    for th in np.random.default_rng(0).multivariate_normal(mode, S, size=5):
+        G = _per_datum_grads(th, X, y, glm, True)
+        lam_u = np.linalg.eigvalsh(exact_cov(G, np.full(n, 1 / n), 20)).max()
+        lam = np.linalg.eigvalsh(exact_cov(G - G_hat, p, 20)).max()
+        assert lam < lam_u
+    assert est.step_size_ >= 0.5 * h_u, (name, est.step_size_, h_u)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the pilot of pv_threshold='auto' (_registry._adaptive_coef) runs pilot_steps=500 "
+    "SGLD steps from the mode at the automatic step size (8e-7 here, whatever "
+    "step_size is), which does not reach stationarity: its q95 of ||theta - mode||^2 "
+    "is ~0.01 against ~1.7 at stationarity, and nearly every b_k is then n"))
+def test_pilot_q95_is_near_stationary():
+    X, y = _australian_data()
+    est = SGMCMCLogisticRegression(subsampling="adaptive-cv", batch_size=20, step_size=3e-4,
+                                   n_samples=200, n_warmup=0, n_chains=1,
+                                   random_state=0).fit(X, y)
+    mode, S = est.mode_.ravel(), ref.logistic_laplace(ref.add_ones(X), y, 1.0)[1]
+    d2 = np.sum((np.random.default_rng(0).multivariate_normal(mode, S, 20000) - mode) ** 2,
+                axis=1)
+    q95 = np.quantile(d2, 0.95)                    # Laplace approximation of the posterior
+    print(f"pilot q95 {est.pv_threshold_:.4g}, stationary (Laplace) q95 {q95:.4g}, "
+          f"mean b {est.mean_batch_size_:.1f} of n = {len(y)}")
+    assert q95 / 3 < est.pv_threshold_ < 3 * q95
+
+
+# ==================================== 8. logistic posterior (slow, reference MH)
 @pytest.fixture(scope="module")
 def australian():
     """australian_scale, standardised, against an independence-MH reference on
@@ -669,13 +731,37 @@ def australian():
 LOGISTIC_SD_ALLOW = 0.08
 
 
+def paper_pv_threshold(fixed_est, X, lipschitz_c):
+    """The paper's V* (section 5.3.3) from a fixed-size run: per chain, q95 of
+    ``||theta_k - mode||^2`` over its draws, the proposal
+    ``q95 sum_i (L_i^2 / p_i) / b``; the largest proposal over the chains."""
+    n = X.shape[0]
+    p = _weights(fixed_est._subsampling_config, n)
+    Xe = ref.add_ones(X)
+    L = lipschitz_c * np.einsum("ij,ij->i", Xe, Xe)
+    draws = _draws(fixed_est)
+    q95 = np.quantile(np.sum((draws - fixed_est.mode_.ravel()) ** 2, axis=2), 0.95, axis=1)
+    return float(q95.max() * np.sum(L ** 2 / p) / fixed_est.batch_size_)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MODE_BASED)
 def test_logistic_matches_reference_sampler(australian, name):
-    est = SGMCMCLogisticRegression(subsampling=name, step_size=3e-4, batch_size=20,
-                                   n_samples=4000, thin=40, n_warmup=3000, n_chains=4,
-                                   n_jobs=2, random_state=1)
-    est.fit(australian["X"], australian["y"])
+    """Mean within Z combined MC se of the reference, sd within 8% + Z se.
+    The adaptive estimators use the paper's V* from their fixed-size
+    counterpart's chains at the same step (the library's own pilot,
+    ``pv_threshold="auto"``, runs at the automatic step size, which is far
+    smaller on these data, and then sets nearly every b_k to n)."""
+    common = dict(step_size=3e-4, batch_size=20, n_samples=4000, thin=40, n_warmup=3000,
+                  n_chains=4, n_jobs=2, random_state=1)
+    X, y = australian["X"], australian["y"]
+    if name.startswith("adaptive"):
+        fixed = SGMCMCLogisticRegression(subsampling=name[len("adaptive-"):], **common)
+        V = paper_pv_threshold(fixed.fit(X, y), X, 0.25)
+        est = SGMCMCLogisticRegression(subsampling=name, pv_threshold=V, **common).fit(X, y)
+        assert est.mean_batch_size_ < 0.2 * len(y)
+    else:
+        est = SGMCMCLogisticRegression(subsampling=name, **common).fit(X, y)
     draws = _draws(est)
     m, _, se, n_eff = ref.mean_and_se(draws)
     z = (m - australian["mean"]) / np.hypot(se, australian["mean_se"])
