@@ -19,6 +19,9 @@ COMMANDS = {
     "demo": ("skbayes_sg._demo",
              "fit the estimators on datasets bundled with scikit-learn and print "
              "held-out metrics, posterior summaries and costs"),
+    "fit": ("skbayes_sg._cli_fit",
+            "fit an estimator on a CSV or libsvm file; print the posterior summary, "
+            "convergence check and held-out metrics; save the draws (.npz)"),
 }
 
 

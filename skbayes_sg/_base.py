@@ -199,7 +199,12 @@ class BaseSGMCMC(BaseEstimator):
                 friction = self.friction_
         else:
             theta0 = self._initial_theta(ctx)
-            if not (isinstance(self.init, str) and self.init == "prior"):
+            if isinstance(self.init, str) and self.init == "prior":
+                # the chains start at independent prior draws, but the
+                # automatic settings are calibrated where they will sample:
+                # near the mode (calibrating at zeros gave steps ~40x too small)
+                theta0 = ctx.mode()
+            else:
                 ctx.options["shared_start"] = theta0  # every chain starts here
         sub = SUBSAMPLINGS[self.subsampling]
         if continuing:
@@ -362,6 +367,62 @@ class BaseSGMCMC(BaseEstimator):
             Xc = X[start:start + rows]
             Z = np.asarray(Xc @ Wt, dtype=np.float64).reshape(-1, S, K) + b[None]
             yield slice(start, start + Xc.shape[0]), Z
+
+    # ----------------------------------------------------------- diagnostics
+    def summary(self, quantiles=(0.05, 0.5, 0.95), names=None):
+        """Posterior summary: mean, sd, quantiles, ESS and R-hat per parameter.
+
+        See :func:`skbayes_sg.diagnostics.summary`.
+
+        Parameters
+        ----------
+        quantiles : sequence of float in [0, 1], default=(0.05, 0.5, 0.95)
+            Posterior quantiles to report.
+        names : sequence of str or None, default=None
+            Feature names; by default ``feature_names_in_`` or ``x0, x1, ...``.
+
+        Returns
+        -------
+        table : pandas.DataFrame or SummaryTable
+            One row per coefficient and intercept.
+        """
+        from .diagnostics import summary
+        return summary(self, quantiles=quantiles, names=names)
+
+    def check_convergence(self, *, rhat_threshold=1.01, min_ess_per_chain=100):
+        """Warn when the chains have not converged (R-hat) or mixed (ESS).
+
+        See :func:`skbayes_sg.diagnostics.check_convergence`.
+
+        Parameters
+        ----------
+        rhat_threshold : float, default=1.01
+            Largest acceptable rank-normalised split R-hat.
+        min_ess_per_chain : float, default=100
+            Smallest acceptable bulk and tail ESS per chain.
+
+        Returns
+        -------
+        converged : bool
+            True when every parameter passes both checks; otherwise an
+            ``MCMCConvergenceWarning`` names what to change.
+        """
+        from .diagnostics import check_convergence
+        return check_convergence(self, rhat_threshold=rhat_threshold,
+                                 min_ess_per_chain=min_ess_per_chain)
+
+    def to_inference_data(self):
+        """The draws as an ``arviz.InferenceData`` (needs the ``arviz`` extra).
+
+        See :func:`skbayes_sg.diagnostics.to_inference_data`.
+
+        Returns
+        -------
+        idata : arviz.InferenceData
+            Posterior group with ``coef`` and ``intercept``.
+        """
+        from .diagnostics import to_inference_data
+        return to_inference_data(self)
 
     def _validate_X_predict(self, X):
         check_is_fitted(self, "coef_samples_")

@@ -65,6 +65,22 @@ def test_single_point(c, beta):
     assert ksd(x, s, squared=True) == pytest.approx(np.sum(x ** 2) + 3, rel=1e-14)
 
 
+def test_sample_stuck_at_one_point():
+    """N copies of x: every pair has r = 0, so KSD^2 = ||s(x)||^2 + d whatever N.
+    At the mode (s = 0) that is d: below the i.i.d. expectation sqrt((tr H + d)/N)
+    once N < tr H / d, so a KSD near that floor does not certify the spread."""
+    x = np.tile([[0.5, -0.2, 1.0]], (50, 1))
+    s = np.tile([[1.0, 2.0, -2.0]], (50, 1))
+    assert ksd(x, s, squared=True) == pytest.approx(9.0 + 3.0, rel=1e-12)
+    assert ksd(x, np.zeros_like(x)) == pytest.approx(np.sqrt(3.0), rel=1e-12)
+    # a N(0, I/1000) target (tr P = 3000): N = 100 exact draws have E[KSD^2] = 30.03,
+    # ten times the KSD^2 = 3 of a sample stuck at the mode
+    reps = np.random.default_rng(0).normal(size=(100, 100, 3)) / np.sqrt(1000.0)
+    vals = np.array([ksd(x, -1000.0 * x, squared=True) for x in reps])
+    assert abs(vals.mean() - 30.03) < Z * vals.std(ddof=1) / 10
+    assert vals.mean() > 5 * ksd(np.zeros((100, 3)), np.zeros((100, 3)), squared=True)
+
+
 def test_two_points_by_hand():
     """x = 1, y = -1, s = -x, c = 1, beta = -1/2, d = 1: r = 2, u = 5.
 

@@ -15,6 +15,11 @@ from ._registry import SAMPLERS, SUBSAMPLINGS
 # Steps per call into the nogil loop: large enough that the Python round trip
 # is invisible, small enough for progress reports and Ctrl-C to be prompt.
 SEGMENT_STEPS = 20000
+# With progress reports (verbose > 0), segments are shortened to last about
+# this long (never longer than SEGMENT_STEPS steps): one Python round trip
+# per PROGRESS_SECONDS costs nothing, and slow steps (large batches, many
+# features) still report often.  The draws do not depend on the segmentation.
+PROGRESS_SECONDS = 0.5
 
 
 @dataclass
@@ -47,6 +52,51 @@ class ChainResult:
     diverged: bool
     seconds: float
     batch_sizes: object = None  # adaptive estimators: sizes drawn while sampling
+
+
+class _Progress:
+    """Progress of one chain: a tqdm bar (optional dependency) or text lines.
+
+    ``verbose=1`` shows a bar per chain when tqdm is installed (steps/s and
+    ETA; ``position=chain_id`` stacks the bars of parallel chains), else one
+    line per ``SEGMENT_STEPS`` steps with the rate and ETA; ``verbose>=2``
+    always prints the lines (logs, dask workers).
+    """
+
+    def __init__(self, chain_id, total, verbose):
+        self.chain_id, self.total, self.verbose = chain_id, total, verbose
+        self.t0 = time.perf_counter()
+        self.done = 0
+        self.next_line = SEGMENT_STEPS
+        self.bar = None
+        if verbose == 1:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                tqdm = None
+            if tqdm is not None:
+                self.bar = tqdm(total=total, desc=f"chain {chain_id}", unit="step",
+                                unit_scale=True, position=chain_id, leave=True,
+                                mininterval=PROGRESS_SECONDS, dynamic_ncols=True)
+
+    def update(self, phase, n_steps, phase_done, phase_total):
+        self.done += n_steps
+        if self.bar is not None:
+            self.bar.set_postfix_str(phase, refresh=False)
+            self.bar.update(n_steps)
+            return
+        if self.done < self.next_line and phase_done < phase_total:
+            return
+        self.next_line = self.done + SEGMENT_STEPS
+        elapsed = max(time.perf_counter() - self.t0, 1e-9)
+        rate = self.done / elapsed
+        eta = (self.total - self.done) / max(rate, 1e-9)
+        print(f"[chain {self.chain_id}] {phase}: {phase_done}/{phase_total} steps "
+              f"({rate:,.0f} steps/s, ETA {eta:,.0f} s)", flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
 
 
 def run_chain(X, y, spec, seed_or_state, theta0, chain_id=0):
@@ -90,25 +140,34 @@ def run_chain(X, y, spec, seed_or_state, theta0, chain_id=0):
     adaptive = getattr(estimator, "is_adaptive", False)
     n_done_total, diverged = 0, False
     phases = [("warm-up", spec.n_warmup, None), ("sampling", spec.n_samples * spec.thin, samples)]
+    progress = (_Progress(chain_id, spec.n_warmup + spec.n_samples * spec.thin, spec.verbose)
+                if spec.verbose else None)
+    segment = SEGMENT_STEPS if progress is None else min(SEGMENT_STEPS, 1000)
     for phase, n_steps, out in phases:
         done, kept = 0, 0
         if adaptive and out is not None:
             estimator.start_size_log(n_steps * (spec.ewsg_chain_length + 1))
         while done < n_steps and not diverged:
-            chunk = min(SEGMENT_STEPS * spec.thin, n_steps - done)
+            chunk = min(segment * spec.thin, n_steps - done)
             view = out[kept:] if out is not None else None
+            t_seg = time.perf_counter()
             n_done, n_kept = run_segment(oracle, dynamics, theta, chunk, spec.thin, view, bitgen)
+            seconds = time.perf_counter() - t_seg
             done += n_done
             kept += n_kept
             n_done_total += n_done
             diverged = n_done < chunk
-            if spec.verbose:
-                rate = n_done_total / max(time.perf_counter() - t0, 1e-9)
-                print(f"[chain {chain_id}] {phase}: {done}/{n_steps} steps "
-                      f"({rate:,.0f} steps/s)", flush=True)
+            if progress is not None:
+                progress.update(phase, n_done, done, n_steps)
+                if seconds > 0 and n_done:
+                    # next segment lasts about PROGRESS_SECONDS
+                    steps = n_done * PROGRESS_SECONDS / seconds / spec.thin
+                    segment = int(min(SEGMENT_STEPS, max(1, steps)))
         if diverged:
             samples = samples[:kept] if out is not None else samples[:0]
             break
+    if progress is not None:
+        progress.close()
     state = {"theta": theta.copy(), "dynamics": dynamics.get_state(),
              "bit_generator": bitgen.state}
     return ChainResult(samples, state, oracle.n_evals, n_done_total, diverged,

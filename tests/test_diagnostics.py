@@ -1,0 +1,396 @@
+"""Convergence diagnostics: ESS, R-hat, summary, check_convergence, ArviZ export.
+
+Known answers:
+
+* independent draws: bulk ESS close to the number of draws, R-hat close to 1;
+* a stationary Gaussian AR(1) chain with lag-one correlation rho has
+  integrated autocorrelation time (1 + rho) / (1 - rho), hence ESS
+  ``N (1 - rho) / (1 + rho)`` (larger than N for rho < 0);
+* chains with different means, or different scales (the folded "tail"
+  R-hat), or a trend inside a chain (the split): R-hat well above 1;
+* rank normalisation makes ESS and R-hat invariant under any increasing
+  transformation of the draws.
+
+And, when ArviZ is installed, agreement with ``arviz.ess`` / ``arviz.rhat``
+on the same arrays to rounding.
+"""
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from scipy.signal import lfilter
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
+from skbayes_sg.diagnostics._arviz import to_inference_data
+from skbayes_sg.diagnostics._convergence import (
+    MCMCConvergenceWarning, SummaryTable, check_convergence, ess, rhat, summary)
+
+
+def _ar1(rng, rho, shape):
+    """Stationary Gaussian AR(1) chains along axis 1, unit marginal variance."""
+    m, n = shape[:2]
+    e = rng.standard_normal(shape) * np.sqrt(1.0 - rho ** 2)
+    e[:, 0] = rng.standard_normal((m,) + shape[2:])          # stationary start
+    return lfilter([1.0], [1.0, -rho], e, axis=1)
+
+
+def _arviz():
+    az = pytest.importorskip("arviz")
+    return az
+
+
+# --------------------------------------------------------------------- ArviZ
+ARRAYS = {
+    "iid": lambda rng: rng.normal(size=(4, 1000, 5)),
+    "ar0.9_odd": lambda rng: _ar1(rng, 0.9, (4, 1001, 3)),
+    "ar0.99": lambda rng: _ar1(rng, 0.99, (3, 500, 3)),
+    "antithetic": lambda rng: _ar1(rng, -0.7, (2, 301, 3)),
+    "cauchy": lambda rng: rng.standard_cauchy(size=(4, 200, 3)),
+    "shifted": lambda rng: rng.normal(size=(4, 300, 2)) + np.arange(4)[:, None, None],
+    "ties": lambda rng: rng.integers(0, 3, size=(4, 100, 3)).astype(float),
+    "short": lambda rng: _ar1(rng, 0.5, (2, 9, 2)),
+    "matrix_params": lambda rng: _ar1(rng, 0.6, (3, 200, 2, 3)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ARRAYS))
+def test_ess_and_rhat_match_arviz(case):
+    az = _arviz()
+    draws = ARRAYS[case](np.random.default_rng(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = az.convert_to_dataset(draws)
+        for method in ("bulk", "tail", "mean"):
+            expected = az.ess(data, method=method)["x"].values
+            np.testing.assert_allclose(ess(draws, method), expected, rtol=1e-10,
+                                       err_msg=method)
+        np.testing.assert_allclose(ess(draws, relative=True),
+                                   az.ess(data, relative=True)["x"].values, rtol=1e-10)
+        np.testing.assert_allclose(rhat(draws), az.rhat(data)["x"].values, rtol=1e-12)
+
+
+# --------------------------------------------------------------- known cases
+def test_iid_draws_have_ess_close_to_n_and_rhat_close_to_one():
+    rng = np.random.default_rng(1)
+    draws = rng.normal(size=(4, 1000, 40))
+    rel = ess(draws, relative=True)
+    # the relative ESS of i.i.d. draws fluctuates by ~5% per parameter
+    assert abs(rel.mean() - 1.0) < 0.03
+    assert np.all((rel > 0.75) & (rel < 1.25))
+    assert np.all(ess(draws, "tail", relative=True) > 0.75)
+    r = rhat(draws)
+    assert np.all(r < 1.01) and abs(np.median(r) - 1.0) < 0.003
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.9, -0.5])
+@pytest.mark.parametrize("method", ["bulk", "mean"])
+def test_ar1_ess_matches_the_autocorrelation_time(rho, method):
+    rng = np.random.default_rng(2)
+    m, n, P = 4, 20_000, 10
+    draws = _ar1(rng, rho, (m, n, P))
+    expected = m * n * (1 - rho) / (1 + rho)
+    values = ess(draws, method)
+    # the estimate has a relative sd of roughly sqrt(2 tau / ESS-free lags):
+    # a few percent here; averaged over 10 parameters, well under 10%
+    assert abs(values.mean() / expected - 1) < 0.1, (values.mean(), expected)
+    assert np.all(np.abs(values / expected - 1) < 0.25)
+    assert np.all(rhat(draws) < 1.01)
+
+
+def test_chains_with_different_means_have_large_rhat():
+    rng = np.random.default_rng(3)
+    draws = rng.normal(size=(4, 500, 3)) + np.array([0.0, 0.0, 0.0, 3.0])[:, None, None]
+    assert np.all(rhat(draws) > 1.3)
+    assert np.all(ess(draws) < 100)
+
+
+def test_chains_with_different_scales_are_caught_by_the_folded_rhat():
+    rng = np.random.default_rng(4)
+    draws = rng.normal(size=(4, 2000)) * np.array([1.0, 1.0, 1.0, 4.0])[:, None]
+    # the means agree: the bulk R-hat alone would pass
+    from skbayes_sg.diagnostics._convergence import _rhat_basic, _split_chains, _z_scale
+    a = np.ascontiguousarray(draws[None])
+    assert _rhat_basic(_z_scale(_split_chains(a)))[0] < 1.01
+    assert rhat(draws) > 1.05
+
+
+def test_split_rhat_sees_a_trend_within_one_chain():
+    rng = np.random.default_rng(5)
+    n = 1000
+    trend = rng.normal(size=n) + np.linspace(0.0, 3.0, n)
+    assert rhat(trend) > 1.2                       # one chain: halves compared
+    assert rhat(np.stack([trend, rng.normal(size=n)])) > 1.1
+
+
+def test_rank_normalised_statistics_are_invariant_under_monotone_maps():
+    rng = np.random.default_rng(6)
+    draws = _ar1(rng, 0.8, (4, 500, 3))
+    for f in (np.exp, lambda x: x ** 3, lambda x: 5 * x - 2):
+        np.testing.assert_allclose(ess(f(draws)), ess(draws), rtol=1e-12)
+        np.testing.assert_allclose(ess(f(draws), "tail"), ess(draws, "tail"), rtol=1e-12)
+        np.testing.assert_allclose(rhat(f(draws)), rhat(draws), rtol=1e-12)
+
+
+def test_shapes_and_degenerate_inputs():
+    rng = np.random.default_rng(7)
+    assert isinstance(ess(rng.normal(size=(4, 100))), float)
+    assert isinstance(rhat(rng.normal(size=(4, 100))), float)
+    assert isinstance(ess(rng.normal(size=100)), float)      # 1-D: one chain
+    assert ess(rng.normal(size=(2, 50, 3, 4))).shape == (3, 4)
+    assert rhat(rng.normal(size=(2, 50, 3, 4))).shape == (3, 4)
+
+    draws = rng.normal(size=(4, 100, 3))
+    draws[:, :, 1] = 2.5                                     # constant parameter
+    draws[0, 7, 2] = np.nan                                  # one missing draw
+    e, r = ess(draws), rhat(draws)
+    assert np.isfinite(e[0]) and np.isfinite(r[0])
+    assert e[1] == 400 and np.isnan(r[1])
+    assert np.isnan(e[2]) and np.isnan(r[2]) and np.isnan(ess(draws, "tail")[2])
+    assert np.isnan(ess(rng.normal(size=(4, 3)))) and np.isnan(rhat(rng.normal(size=(4, 3))))
+    with pytest.raises(ValueError, match="method"):
+        ess(draws, "median")
+    with pytest.raises(ValueError, match="dimension"):
+        ess(1.0)
+
+
+def test_many_parameters_are_processed_in_blocks():
+    from skbayes_sg.diagnostics import _convergence
+
+    rng = np.random.default_rng(8)
+    draws = _ar1(rng, 0.7, (2, 300, 25))
+    whole = ess(draws)
+    old = _convergence._BLOCK_ELEMENTS
+    try:
+        _convergence._BLOCK_ELEMENTS = 2 * 2 * 300 * 3      # 3 parameters per block
+        np.testing.assert_array_equal(ess(draws), whole)
+    finally:
+        _convergence._BLOCK_ELEMENTS = old
+
+
+# ------------------------------------------------------------------ estimators
+NAMES = ["age", "dose", "weight"]
+
+
+@pytest.fixture(scope="module")
+def binary_fit():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X @ [1.0, -1.0, 0.5] + rng.normal(size=300) > 0).astype(int)
+    try:
+        import pandas as pd
+    except ImportError:      # the estimator then names the features x0, x1, x2
+        pass
+    else:
+        X = pd.DataFrame(X, columns=NAMES)
+    return SGMCMCLogisticRegression(n_samples=120, n_warmup=200, random_state=0).fit(X, y)
+
+
+def _names(fit):
+    return [str(v) for v in getattr(fit, "feature_names_in_", ["x0", "x1", "x2"])]
+
+
+@pytest.fixture(scope="module")
+def multinomial_fit():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 2))
+    y = np.array(["a", "b", "c"])[np.argmax(X @ [[1, -1, 0], [0, 1, -1]]
+                                             + rng.gumbel(size=(300, 3)), axis=1)]
+    return SGMCMCLogisticRegression(n_samples=80, n_warmup=100, n_chains=3,
+                                    random_state=0).fit(X, y)
+
+
+def _pooled(coef, icpt):
+    """(chains, draws, params) with every output's coefficients then intercept."""
+    if coef.ndim == 3:
+        coef, icpt = coef[:, :, None], icpt[:, :, None]
+    return np.concatenate([coef, icpt[..., None]], axis=3).reshape(
+        coef.shape[0], coef.shape[1], -1)
+
+
+def test_summary_binary_with_feature_names(binary_fit):
+    table = summary(binary_fit)
+    assert list(table.index) == _names(binary_fit) + ["intercept"]
+    assert list(table.columns) == ["mean", "sd", "5%", "50%", "95%", "ess_bulk",
+                                   "ess_tail", "r_hat"]
+    draws = _pooled(binary_fit.coef_samples_, binary_fit.intercept_samples_)
+    flat = draws.reshape(-1, 4)
+    np.testing.assert_allclose(table["mean"], flat.mean(axis=0))
+    np.testing.assert_allclose(np.asarray(table["mean"])[:3], binary_fit.coef_)
+    np.testing.assert_allclose(table["sd"], flat.std(axis=0, ddof=1))
+    np.testing.assert_allclose(table["95%"], np.quantile(flat, 0.95, axis=0))
+    np.testing.assert_allclose(table["ess_bulk"], ess(draws))
+    np.testing.assert_allclose(table["ess_tail"], ess(draws, "tail"))
+    np.testing.assert_allclose(table["r_hat"], rhat(draws))
+
+
+def test_summary_options(binary_fit):
+    table = summary(binary_fit, quantiles=(0.025, 0.975), names=["a", "b", "c"])
+    assert list(table.index) == ["a", "b", "c", "intercept"]
+    assert "2.5%" in table.columns and "97.5%" in table.columns
+    with pytest.raises(ValueError, match="names has 2"):
+        summary(binary_fit, names=["a", "b"])
+    with pytest.raises(ValueError, match="quantiles"):
+        summary(binary_fit, quantiles=(5, 95))
+    with pytest.raises(NotFittedError):
+        summary(SGMCMCRidge())
+
+
+def test_summary_multinomial_rows_are_class_qualified(multinomial_fit):
+    table = summary(multinomial_fit)
+    assert list(table.index) == [f"{name}[{cls}]" for cls in "abc"
+                                 for name in ("x0", "x1", "intercept")]
+    draws = _pooled(multinomial_fit.coef_samples_, multinomial_fit.intercept_samples_)
+    np.testing.assert_allclose(np.asarray(table["r_hat"]), rhat(draws))
+    np.testing.assert_allclose(np.asarray(table["mean"]),
+                               draws.reshape(-1, draws.shape[2]).mean(axis=0))
+
+
+def test_summary_without_intercept_and_of_a_pipeline():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(200, 2))
+    y = X @ [1.0, 2.0] + rng.normal(size=200)
+    reg = make_pipeline(StandardScaler(), SGMCMCRidge(fit_intercept=False, n_samples=50,
+                                                      random_state=0)).fit(X, y)
+    table = summary(reg)
+    assert list(table.index) == ["x0", "x1"]
+    assert np.all(np.isfinite(np.asarray(table["r_hat"])))
+
+
+def test_summary_without_pandas_is_a_readable_table(binary_fit, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)        # import pandas fails
+    table = summary(binary_fit)
+    assert isinstance(table, SummaryTable)
+    assert table.shape == (4, 8) and len(table) == 4
+    assert table.index == _names(binary_fit) + ["intercept"]
+    np.testing.assert_allclose(table["mean"][:3], binary_fit.coef_)
+    text = str(table)
+    lines = text.splitlines()
+    assert len(lines) == 5
+    assert lines[0].split() == ["parameter", "mean", "sd", "5%", "50%", "95%", "ess_bulk",
+                                "ess_tail", "r_hat"]
+    assert lines[2].startswith(_names(binary_fit)[1] + " ")
+    assert text == table.to_string() == repr(table)
+
+
+class _Draws:
+    """Duck-typed fitted estimator holding given draws."""
+
+    def __init__(self, coef, intercept, **params):
+        self.coef_samples_ = coef
+        self.intercept_samples_ = intercept
+        self.step_size_ = 0.01
+        self._params = dict(n_samples=coef.shape[1], n_warmup=1000, thin=1, init="mode",
+                            **params)
+
+    def get_params(self):
+        return dict(self._params)
+
+
+def test_check_convergence_passes_for_independent_draws():
+    rng = np.random.default_rng(3)
+    fit = _Draws(rng.normal(size=(4, 1000, 3)), rng.normal(size=(4, 1000)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check_convergence(fit) is True
+
+
+def test_check_convergence_warns_about_rhat_and_names_the_fixes():
+    rng = np.random.default_rng(4)
+    coef = rng.normal(size=(4, 500, 3))
+    coef[3, :, 1] += 3.0                                      # chain 3 elsewhere
+    fit = _Draws(coef, rng.normal(size=(4, 500)))
+    with pytest.warns(MCMCConvergenceWarning) as record:
+        assert check_convergence(fit, names=["a", "b", "c"]) is False
+    messages = [str(w.message) for w in record]
+    rhat_msg = next(m for m in messages if m.startswith("R-hat"))
+    assert "1 of 4 parameters" in rhat_msg and "worst: b" in rhat_msg
+    assert "Run longer: n_warmup=2000" in rhat_msg and "n_samples=1000" in rhat_msg
+    assert "step_size" in rhat_msg
+    # every chain started at the mode: the note on optimistic R-hat
+    assert "init='prior'" in rhat_msg
+
+    fit = _Draws(coef, rng.normal(size=(4, 500)), )
+    fit._params["init"] = "prior"
+    with pytest.warns(MCMCConvergenceWarning) as record:
+        check_convergence(fit)
+    assert all("optimistic" not in str(w.message) for w in record)
+
+
+def test_check_convergence_warns_about_low_ess():
+    rng = np.random.default_rng(5)
+    fit = _Draws(rng.normal(size=(4, 1000, 2)), rng.normal(size=(4, 1000)), sampler="sgld")
+    # about 4000 effective draws; ask for 2000 per chain
+    with pytest.warns(MCMCConvergenceWarning) as record:
+        assert check_convergence(fit, min_ess_per_chain=2000) is False
+    assert len(record) == 1
+    msg = str(record[0].message)
+    assert msg.startswith("Effective sample size below 8000 (2000 per chain x 4 chains)")
+    assert "n_samples=" in msg and "thin=" in msg and "sampler='sghmc'" in msg
+    fit._params["sampler"] = "sghmc"
+    with pytest.warns(MCMCConvergenceWarning) as record:
+        check_convergence(fit, min_ess_per_chain=2000)
+    assert "sampler='sghmc'" not in str(record[0].message)
+    with pytest.raises(ValueError, match="rhat_threshold"):
+        check_convergence(fit, rhat_threshold=0.5)
+
+
+def test_the_warning_is_a_user_and_sklearn_convergence_warning():
+    assert issubclass(MCMCConvergenceWarning, ConvergenceWarning)
+    assert issubclass(MCMCConvergenceWarning, UserWarning)
+
+
+def test_check_convergence_on_short_chains_of_a_real_fit(binary_fit):
+    # 120 draws per chain from the mode with the automatic step size: the
+    # chains are far from mixed, and the check says so
+    with pytest.warns(MCMCConvergenceWarning) as record:
+        assert check_convergence(binary_fit) is False
+    messages = [str(w.message) for w in record]
+    assert any(m.startswith("R-hat above 1.01") for m in messages)
+    assert any(m.startswith("Effective sample size below 400") for m in messages)
+
+
+# ----------------------------------------------------------------------- ArviZ
+def test_to_inference_data_binary(binary_fit):
+    az = _arviz()
+    idata = to_inference_data(binary_fit)
+    assert isinstance(idata, az.InferenceData)
+    post = idata.posterior
+    assert post["coef"].dims == ("chain", "draw", "coef_dim")
+    assert post["intercept"].dims == ("chain", "draw")
+    assert list(post["coef_dim"].values) == _names(binary_fit)
+    np.testing.assert_array_equal(post["coef"].values, binary_fit.coef_samples_)
+    np.testing.assert_array_equal(post["intercept"].values, binary_fit.intercept_samples_)
+    assert post.attrs["inference_library"] == "skbayes_sg"
+    assert post.attrs["sampler"] == "sgld"
+    assert post.attrs["step_size"] == binary_fit.step_size_
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(az.rhat(idata)["coef"].values,
+                                   np.asarray(summary(binary_fit)["r_hat"])[:3], rtol=1e-10)
+
+
+def test_to_inference_data_multinomial_and_without_intercept(multinomial_fit):
+    _arviz()
+    post = to_inference_data(multinomial_fit, names=["u", "v"]).posterior
+    assert post["coef"].dims == ("chain", "draw", "class", "coef_dim")
+    assert post["intercept"].dims == ("chain", "draw", "class")
+    assert list(post["class"].values) == ["a", "b", "c"]
+    assert list(post["coef_dim"].values) == ["u", "v"]
+    np.testing.assert_array_equal(post["coef"].values, multinomial_fit.coef_samples_)
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 2))
+    reg = SGMCMCRidge(fit_intercept=False, n_samples=20, n_chains=2, random_state=0).fit(
+        X, X[:, 0])
+    post = to_inference_data(reg).posterior
+    assert "intercept" not in post and post["coef"].shape == (2, 20, 2)
+
+
+def test_to_inference_data_without_arviz_names_the_extra(binary_fit, monkeypatch):
+    monkeypatch.setitem(sys.modules, "arviz", None)
+    with pytest.raises(ImportError, match=r"skbayes_sg\[arviz\]"):
+        to_inference_data(binary_fit)
