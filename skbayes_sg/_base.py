@@ -50,7 +50,8 @@ class BaseSGMCMC(BaseEstimator):
         "access": [StrOptions({"random", "reshuffle", "cyclic"})],
         "snapshot_period": [Interval(numbers.Integral, 1, None, closed="left"),
                             StrOptions({"auto"})],
-        "pv_threshold": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "pv_threshold": [Interval(numbers.Real, 0, None, closed="neither"),
+                         StrOptions({"auto", "pilot"})],
         "pilot_steps": [Interval(numbers.Integral, 1, None, closed="left")],
         "n_leapfrog": [Interval(numbers.Integral, 1, None, closed="left")],
         "inv_mass": [Interval(numbers.Real, 0, None, closed="neither")],
@@ -181,6 +182,7 @@ class BaseSGMCMC(BaseEstimator):
         ctx.options.update(
             access=self.access, snapshot_period=self.snapshot_period,
             pv_threshold=self.pv_threshold, pilot_steps=self.pilot_steps,
+            step_size=self.step_size,
             n_leapfrog=self.n_leapfrog, inv_mass=self.inv_mass,
             # the set-up's own randomness (pilot chains) never shares a chain's stream
             pilot_seed=None if continuing else seeds[-1])

@@ -612,3 +612,22 @@ def test_ridge_warns_when_the_intercept_prior_binds():
         _w.simplefilter("error", UserWarning)
         est.fit(X, y - y.mean())
         est.set_params(alpha=1e-6).fit(X, y)
+
+
+@pytest.mark.parametrize("subsampling", ["uniform", "svrg", "saga", "tmu", "ewsg-svrg"])
+@pytest.mark.parametrize("access", ["random", "reshuffle", "cyclic"])
+def test_warm_start_continues_estimator_state(subsampling, access):
+    """Two warm-started halves equal one run, also when the estimator carries
+    state (SAGA/TMU tables, the SVRG snapshot, the refresh schedule, the
+    cyclic cursor, the reshuffled permutation)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 2))
+    y = X @ [1.0, -1.0] + rng.standard_normal(200)
+    kw = dict(subsampling=subsampling, access=access, batch_size=7, step_size=1e-3,
+              noise_var=1.0, n_chains=1, n_warmup=0, init="zeros", random_state=0)
+    single = SGMCMCRidge(n_samples=100, **kw).fit(X, y)
+    est = SGMCMCRidge(n_samples=50, warm_start=True, **kw).fit(X, y)
+    first = est.coef_samples_.copy()
+    est.fit(X, y)
+    np.testing.assert_array_equal(first[0], single.coef_samples_[0, :50])
+    np.testing.assert_array_equal(est.coef_samples_[0], single.coef_samples_[0, 50:])

@@ -110,6 +110,14 @@ class FitContext:
                 return self.curvature_bound()
             return (self.alpha * np.max(col_scale) ** 2
                     + self.glm.curvature_bound() * self.gram_norm(col_scale))
+        hw = self.hessian_row_weights(theta)
+        scale_max = 1.0 if col_scale is None else np.max(col_scale) ** 2
+        return self.alpha * scale_max + self.gram_norm(col_scale, hw)
+
+    def hessian_row_weights(self, theta):
+        """Per-datum curvature ``d^2 phi / dz^2`` at theta as one number per datum
+        (a softmax datum: the trace of its K x K block, which bounds its largest
+        eigenvalue), shape (n,); one counted pass (cached)."""
         key = ("hrow", theta.tobytes())
         if key not in self._cache:
             K, dext = self.glm.n_outputs, self.dext
@@ -122,8 +130,7 @@ class FitContext:
                 hw[start:start + len(H)] = H if H.ndim == 1 else np.einsum("nkk->n", H)
             self.n_grad_evals += self.n
             self._cache[key] = hw
-        scale_max = 1.0 if col_scale is None else np.max(col_scale) ** 2
-        return self.alpha * scale_max + self.gram_norm(col_scale, self._cache[key])
+        return self._cache[key]
 
     def gram_norm(self, col_scale=None, row_weight=None):
         """lambda_max of ``D X_ext^T W X_ext D`` by power iteration.
@@ -183,8 +190,10 @@ class FitContext:
             Xe = _dense_ext(Xc, self.fit_intercept)
             Hw = self.glm.hessian_weights(linear_predictor(Xc, Theta, self.fit_intercept),
                                           self.y[start:start + ROW_CHUNK])
-            if Hw.ndim == 1:
-                H[0, :, 0, :] += Xe.T @ (Xe * Hw[:, None])
+            if Hw.ndim == 1:  # the same curvature for every output (C_i = h_i I_K)
+                block = Xe.T @ (Xe * Hw[:, None])
+                for k in range(K):
+                    H[k, :, k, :] += block
             else:
                 for k in range(K):
                     for m in range(K):
@@ -207,8 +216,8 @@ class FitContext:
             Hw = self.glm.hessian_weights(linear_predictor(Xc, Theta, self.fit_intercept),
                                           self.y[start:start + ROW_CHUNK])
             sq = np.einsum("ij,ij->i", Xe, Xe)
-            if Hw.ndim == 1:
-                q = np.einsum("ij,jk,ik->i", Xe, S[0, :, 0, :], Xe)
+            if Hw.ndim == 1:  # C_i = h_i I_K: tr(C Q C) = h_i^2 sum_k Q_kk
+                q = sum(np.einsum("ij,jl,il->i", Xe, S[k, :, k, :], Xe) for k in range(K))
                 out[start:start + len(q)] = Hw ** 2 * q * sq
             else:
                 Q = np.empty((len(Xe), K, K))
@@ -218,6 +227,14 @@ class FitContext:
                 out[start:start + len(Q)] = sq * np.einsum("ikl,ilm,imk->i", Hw, Q, Hw)
         self.n_grad_evals += self.n
         return np.sqrt(np.maximum(out, 0.0))
+
+    def laplace_distance_quantile(self, q=0.95, n_draws=20000, seed=0):
+        """Quantile of ``||theta - mode||^2`` under the Laplace approximation
+        N(mode, S): a weighted chi-square with the eigenvalues of S as weights."""
+        S = self.laplace_cov(self.mode())
+        lam = np.clip(np.linalg.eigvalsh(S), 0.0, None)
+        xi = np.random.default_rng(seed).standard_normal((n_draws, len(lam)))
+        return float(np.quantile((xi ** 2) @ lam, q))
 
     def leverages(self, theta):
         """``x_i^T S x_i`` (S the Laplace covariance; max over output blocks),

@@ -181,8 +181,17 @@ cdef class UniformSubsampling(GradientEstimator):
         self.batch_size = batch_size
         self.max_batch = batch_size
         self.replace = replace
-        # the permutation is only needed without replacement (n values per chain)
+        # the permutation is only needed without replacement (n values per chain);
+        # it is the estimator's state (get_state / set_state)
         self.perm = np.arange(problem.store.n if not replace else 1, dtype=np.intp)
+
+    def get_state(self):
+        """The permutation drawn without replacement (warm start)."""
+        return {"perm": np.array(self.perm)}
+
+    def set_state(self, state):
+        """Restore :meth:`get_state` output."""
+        self.perm = np.array(state["perm"], dtype=np.intp)
 
     cdef void candidate(self, const double* theta, Candidate* c) noexcept nogil:
         cdef intp j, t, swap
@@ -529,6 +538,23 @@ cdef class GLMEstimator(GradientEstimator):
     @property
     def n_refreshes(self):
         return self.n_refreshes
+
+    def get_state(self):
+        """The estimator's own state as arrays (tables, running sum, snapshot,
+        schedule and access cursor), so that a continued chain is the same
+        chain (warm start)."""
+        return {"A": np.array(self.A), "table": np.array(self.table),
+                "snapshot": np.array(self.snapshot), "order": np.array(self.order),
+                "counters": np.array([self.n_steps, self.n_refreshes, self.cursor],
+                                     dtype=np.int64)}
+
+    def set_state(self, state):
+        """Restore :meth:`get_state` output."""
+        self.A = np.array(state["A"], dtype=np.float64)
+        self.table = np.array(state["table"], dtype=np.float64)
+        self.snapshot = np.array(state["snapshot"], dtype=np.float64)
+        self.order = np.array(state["order"], dtype=np.intp)
+        self.n_steps, self.n_refreshes, self.cursor = (int(v) for v in state["counters"])
 
     @property
     def is_adaptive(self):

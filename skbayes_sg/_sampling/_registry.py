@@ -159,16 +159,24 @@ def _adaptive_coef(ctx, cfg):
     """b_k = ceil(coef ||theta - theta_hat||^2): the pseudo-variance bound
     (1/b) sum_i (L_i^2 / p_i) ||theta - theta_hat||^2 kept under V*.
 
-    ``pv_threshold`` given: coef = sum_i(L_i^2/p_i) / V*.  ``"auto"``: the
-    paper's pilot rule, coef = b_pilot / q95 with q95 the 95% quantile of
+    ``pv_threshold`` given: coef = sum_i(L_i^2/p_i) / V*.  ``"pilot"``: the
+    paper's rule, coef = b_pilot / q95 with q95 the 95% quantile of
     ||theta - theta_hat||^2 over a fixed-size pilot chain (SGLD with this
-    estimator at b_pilot = batch_size, started at the mode).
+    estimator at b_pilot = batch_size and the fit's step size, started at the
+    mode).  ``"auto"``: the same with the q95 the pilot estimates computed
+    under the Laplace approximation (a short pilot from the mode has not
+    reached stationarity and under-estimates it).
     """
     V = ctx.options.get("pv_threshold", "auto")
-    if V != "auto":
+    if V not in ("auto", "pilot"):
         L = ctx.glm.lipschitz(ctx.X, ctx.fit_intercept)
         p = cfg["weights"] / cfg["weights"].sum() if "weights" in cfg else np.full(ctx.n, 1 / ctx.n)
         return float(np.sum(L ** 2 / p) / V)
+    if V == "auto":
+        # the stationary q95 the pilot estimates, under the Laplace approximation
+        q95 = ctx.laplace_distance_quantile(0.95, seed=ctx.options.get("pilot_seed", 0))
+        ctx.options["pilot_q95"] = q95
+        return ctx.batch_size / max(q95, 1e-300)
     from ._chain import ChainOracle, run_segment
     from ._dataset import RowData
 
@@ -177,7 +185,8 @@ def _adaptive_coef(ctx, cfg):
                                   _model_name(ctx.glm), ctx.glm.n_outputs, ctx.glm.noise_var)
     est = _build_glm(problem, pilot)
     noise = GradientNoise(ctx, SUBSAMPLINGS["cv"], ctx.mode())
-    h = _auto_sgld(ctx, noise)
+    h = ctx.options.get("step_size", "auto")
+    h = _auto_sgld(ctx, noise) if h == "auto" else float(h)
     dyn = _dynamics.SGLD(problem.dim, h, 1.0)
     oracle = ChainOracle(est, ctx.alpha)
     steps = int(ctx.options.get("pilot_steps", 500))
@@ -198,11 +207,11 @@ def _model_name(glm):
 
 def _cv_noise(ctx, theta, col_scale=None, weights=None):
     """Noise of a control-variate estimate at posterior distance from the
-    control point: |r_i(theta) - r_i(theta_hat)| <= c |x_i . (theta - theta_hat)|,
-    whose square is c^2 x_i^T S x_i on average under the Laplace law S."""
+    control point: |r_i(theta) - r_i(theta_hat)| ~ h_i |x_i . (theta - theta_hat)|
+    (h_i the datum's curvature at the mode), whose square is
+    h_i^2 x_i^T S x_i on average under the Laplace law S."""
     mode = ctx.mode()
-    c = ctx.glm.curvature_bound()
-    row = c ** 2 * ctx.leverages(mode)
+    row = ctx.hessian_row_weights(mode) ** 2 * ctx.leverages(mode)
     return _importance_noise(ctx, row, col_scale, weights)
 
 

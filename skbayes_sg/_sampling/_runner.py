@@ -119,11 +119,12 @@ def run_chain(X, y, spec, seed_or_state, theta0, chain_id=0):
     """
     t0 = time.perf_counter()
     bitgen = np.random.PCG64()
-    dyn_state = None
+    dyn_state = est_state = None
     if isinstance(seed_or_state, dict):
         bitgen.state = seed_or_state["bit_generator"]
         theta = np.array(seed_or_state["theta"], dtype=np.float64)
         dyn_state = seed_or_state["dynamics"]
+        est_state = seed_or_state.get("estimator")
     else:
         bitgen = np.random.PCG64(seed_or_state)
         theta = np.array(theta0, dtype=np.float64)
@@ -132,6 +133,8 @@ def run_chain(X, y, spec, seed_or_state, theta0, chain_id=0):
     problem = Problem(RowData(X, spec.fit_intercept), y, spec.model, spec.n_outputs,
                       spec.noise_var)
     estimator = SUBSAMPLINGS[spec.subsampling].build(problem, spec.subsampling_config)
+    if est_state is not None and hasattr(estimator, "set_state"):
+        estimator.set_state(est_state)  # tables, snapshot, schedule, cursor
     dynamics = SAMPLERS[spec.sampler].build(problem.dim, spec.sampler_config, dyn_state,
                                             generator)
     oracle = ChainOracle(estimator, spec.alpha, spec.ewsg_chain_length, dynamics, spec.ewsg_x)
@@ -169,6 +172,7 @@ def run_chain(X, y, spec, seed_or_state, theta0, chain_id=0):
     if progress is not None:
         progress.close()
     state = {"theta": theta.copy(), "dynamics": dynamics.get_state(),
+             "estimator": estimator.get_state() if hasattr(estimator, "get_state") else None,
              "bit_generator": bitgen.state}
     return ChainResult(samples, state, oracle.n_evals, n_done_total, diverged,
                        time.perf_counter() - t0,

@@ -108,16 +108,19 @@ _DOC_PARAMS = """
     snapshot_period : int or "auto", default="auto"
         Steps between full refreshes of ``"svrg"``, ``"tmu"`` and
         ``"ewsg-svrg"`` (``"auto"``: one data pass, ``ceil(n / b)`` steps).
-    pv_threshold : float or "auto", default="auto"
+    pv_threshold : float, "auto" or "pilot", default="auto"
         Adaptive estimators: the bound V* on the pseudo-variance
         ``(1/b) sum_i (L_i^2/p_i) ||theta - mode||^2``, so that
         ``b_k = clip(ceil(||theta_k - mode||^2 sum_i (L_i^2/p_i) / V*), 1, n)``.
-        ``"auto"``: the paper's pilot rule, ``b_k = ceil(b ||theta_k - mode||^2 / q95)``
+        ``"pilot"``: the paper's rule, ``b_k = ceil(b ||theta_k - mode||^2 / q95)``
         with q95 the 95% quantile of ``||theta - mode||^2`` over a pilot chain
-        of ``pilot_steps`` steps with the fixed size ``batch_size``
-        (stored as ``pv_threshold_``).
+        of ``pilot_steps`` steps of fixed size ``batch_size`` from the mode;
+        ``"auto"``: the same rule with the stationary q95 the pilot estimates,
+        computed under the Laplace approximation (a short pilot has not left
+        the mode's neighbourhood and under-estimates it, making every b_k
+        large).  The q95 used is ``pv_threshold_``.
     pilot_steps : int, default=500
-        Length of that pilot chain (its gradients count in ``n_grad_evals_``).
+        Length of the ``"pilot"`` chain (its gradients count in ``n_grad_evals_``).
     warm_start : bool, default=False
         Continue the previous chains (state, momentum, preconditioner and
         random stream) instead of starting new ones; ``n_warmup`` steps are
@@ -149,7 +152,7 @@ _DOC_ATTRS = """
         Adaptive estimators: the minibatch size of every sampling step
         (every candidate with EWSG); ``mean_batch_size_`` their mean.
     pv_threshold_ : float
-        Adaptive estimators with ``pv_threshold="auto"``: the pilot's q95.
+        Adaptive estimators with ``pv_threshold="auto"`` or ``"pilot"``: the q95 used.
     sampling_time_ : float
         Wall time of the slowest chain, seconds.
     n_features_in_ : int
