@@ -9,7 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._sampling._chain import EWSG_X_MODES
+from ._sampling._chain import EWSG_CYCLIC_MESSAGE, EWSG_X_MODES
 from ._sampling._context import FitContext
 from ._sampling._registry import (
     ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise)
@@ -176,6 +176,14 @@ class BaseSGMCMC(BaseEstimator):
                 f"access={self.access!r} does not apply to subsampling={self.subsampling!r}, "
                 "which draws from its own weights. Use access='random' or one of "
                 f"subsampling in {sorted(ACCESS_SUBSAMPLINGS)}.")
+        if (SUBSAMPLINGS[self.subsampling].index_chain and self.ewsg_x == "momentum-stop"
+                and not SAMPLERS[self.sampler].has_momentum):
+            raise ValueError(
+                f"ewsg_x='momentum-stop' assumes r_(k+1) = 0 and needs a sampler with momentum; "
+                f"sampler={self.sampler!r} has none. Use ewsg_x='auto' or sampler='sghmc'.")
+        if SUBSAMPLINGS[self.subsampling].index_chain and self.access == "cyclic":
+            raise ValueError(f"subsampling={self.subsampling!r}, access='cyclic': "
+                             + EWSG_CYCLIC_MESSAGE)
         if not continuing:
             seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
             seeds = np.random.SeedSequence(seed).spawn(self.n_chains + 1)
@@ -219,10 +227,6 @@ class BaseSGMCMC(BaseEstimator):
         samp_config = SAMPLERS[self.sampler].prepare(
             ctx, theta0, step_size, friction, noise, float(self.temperature))
         use_ewsg = sub.index_chain
-        if use_ewsg and self.ewsg_x == "momentum-stop" and not SAMPLERS[self.sampler].has_momentum:
-            raise ValueError(
-                f"ewsg_x='momentum-stop' assumes r_(k+1) = 0 and needs a sampler with momentum; "
-                f"sampler={self.sampler!r} has none. Use ewsg_x='auto' or sampler='sghmc'.")
         spec = ChainSpec(
             model=glm_name(glm), n_outputs=glm.n_outputs, noise_var=glm.noise_var,
             fit_intercept=bool(self.fit_intercept), alpha=float(self.alpha),

@@ -29,6 +29,14 @@ cnp.import_array()
 
 from ._dynamics cimport EWSG_X_AUTO, EWSG_X_ZERO, EWSG_X_ONE, EWSG_X_MOMENTUM_STOP
 
+#: why EWSG cannot run over cyclic minibatches
+EWSG_CYCLIC_MESSAGE = (
+    "EWSG's index chain is a Metropolis chain whose proposals must be random "
+    "minibatches; with access='cyclic' the candidates are the next blocks in a "
+    "fixed order, so the chain keeps comparing the same neighbours and never "
+    "targets its weights (with M = 1 half the blocks are never used). Use "
+    "access='random' or 'reshuffle' with EWSG.")
+
 #: ``ewsg_x`` names -> codes (EWSG paper Fig. 1c)
 EWSG_X_MODES = {"auto": EWSG_X_AUTO, "zero": EWSG_X_ZERO, "one": EWSG_X_ONE,
                 "momentum-stop": EWSG_X_MOMENTUM_STOP}
@@ -87,6 +95,8 @@ cdef class ChainOracle(GradientOracle):
         self.ewsg_x = ewsg_x
         if ewsg_chain_length > 0 and dynamics is None:
             raise ValueError("EWSG needs the dynamics to whiten candidates")
+        if ewsg_chain_length > 0 and estimator.deterministic_access:
+            raise ValueError(EWSG_CYCLIC_MESSAGE)
         if ewsg_chain_length > 0 and ewsg_x == EWSG_X_MOMENTUM_STOP and not dynamics.has_momentum:
             raise ValueError("ewsg_x='momentum-stop' needs a sampler with momentum")
         self.dynamics = dynamics

@@ -143,6 +143,11 @@ cdef class GradientEstimator:
         """Largest minibatch a candidate can hold."""
         return self.max_batch
 
+    @property
+    def deterministic_access(self):
+        """Whether successive minibatches follow a fixed order (no random draw)."""
+        return False
+
 
 cdef class FullGradient(GradientEstimator):
     """Exact data gradient ``sum_i grad U_i`` (with SGLD: ULA / LMC)."""
@@ -538,6 +543,11 @@ cdef class GLMEstimator(GradientEstimator):
     @property
     def n_refreshes(self):
         return self.n_refreshes
+
+    @property
+    def deterministic_access(self):
+        """Whether successive minibatches follow a fixed order (cyclic access)."""
+        return self.access == ACCESS_CYCLIC
 
     def get_state(self):
         """The estimator's own state as arrays (tables, running sum, snapshot,

@@ -404,8 +404,9 @@ def _build_leapfrog(dim, cfg, state, generator):
 
 def _prepare_uld(ctx, theta0, step_size, friction, noise, temperature):
     u = float(ctx.options.get("inv_mass", 1.0))
-    # in time units the curvature seen by x is u L (frequency sqrt(u L))
-    uL = u * ctx.curvature(theta0)
+    # in time units the curvature seen by x is u L (frequency sqrt(u L)); the
+    # power iteration it costs runs only for the "auto" settings that need it
+    uL = u * ctx.curvature(theta0) if "auto" in (friction, step_size) else None
     gamma = 2.0 * np.sqrt(uL) if friction == "auto" else float(friction)
     if step_size == "auto":
         # the exact OU step is stable for any h; the frozen gradient needs
