@@ -52,10 +52,7 @@ def load_a9a(split="train", int32_indices=True):
 
 
 def covertype_like(n, d=54, seed=0):
-    """Dense synthetic logistic data shaped like covertype (10 real + 44 binary columns).
-
-    Same construction as ``bench_speed.covertype_like``.
-    """
+    """Dense synthetic logistic data shaped like covertype (10 real + 44 binary columns)."""
     rng = np.random.default_rng(seed)
     X = np.empty((n, d))
     X[:, :10] = rng.standard_normal((n, 10))

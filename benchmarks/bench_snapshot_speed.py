@@ -28,11 +28,14 @@ Usage: python benchmarks/bench_snapshot_speed.py [--repeats 5] [--batch-size 50]
        [--n-rows 581012]
 """
 import argparse
-import os
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import covertype_like, data_dir, load_a9a  # noqa: E402
 
 from skbayes_sg._sampling._chain import ChainOracle, run_segment
 from skbayes_sg._sampling._dataset import RowData
@@ -40,38 +43,6 @@ from skbayes_sg._sampling._dynamics import SGLD
 from skbayes_sg._sampling._estimators import GLMEstimator, Problem, UniformSubsampling
 
 TARGET = 1.5
-
-
-def data_dir():
-    env = os.environ.get("SKBAYES_SG_DATA")
-    if env:
-        return Path(env).expanduser().resolve()
-    return Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
-def covertype_like(n, d=54, seed=0):
-    """Dense synthetic logistic data shaped like covertype (10 real + 44 binary
-    columns); the construction of ``bench_speed.covertype_like``."""
-    rng = np.random.default_rng(seed)
-    X = np.empty((n, d))
-    X[:, :10] = rng.standard_normal((n, 10))
-    X[:, 10:] = (rng.random((n, d - 10)) < 0.1).astype(np.float64)
-    w = rng.standard_normal(d) / np.sqrt(d)
-    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(X @ w)))).astype(np.float64)
-    return X, y
-
-
-def load_a9a():
-    from sklearn.datasets import load_svmlight_file
-
-    path = data_dir() / "a9a.gz"
-    if not path.exists():
-        return None
-    X, y = load_svmlight_file(str(path), n_features=123)
-    X = X.tocsr()
-    X.indices = X.indices.astype(np.int32)
-    X.indptr = X.indptr.astype(np.int32)
-    return X, (y > 0).astype(np.float64)
 
 
 # name -> (estimator factory args): None = the lean uniform kernel of SGLD
@@ -167,11 +138,12 @@ def main():
     bench("dense covertype-shaped logistic (float32)", X.astype(np.float32), y,
           args.batch_size, args.repeats)
     del X
-    a9a = load_a9a()
-    if a9a is None:
+    try:
+        Xs, ys = load_a9a()
+    except FileNotFoundError:
         print(f"\n(a9a not found in {data_dir()}; CSR benchmark skipped)")
     else:
-        bench("CSR a9a logistic", a9a[0], a9a[1], args.batch_size, args.repeats)
+        bench("CSR a9a logistic", Xs, ys, args.batch_size, args.repeats)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ distort the ratios; ``--wall`` uses wall-clock time instead.
 Usage: python benchmarks/bench_speed.py [--repeats 5] [--n-rows 581012]
 """
 import argparse
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -38,6 +39,9 @@ from skbayes_sg._sampling._dataset import RowData
 from skbayes_sg._sampling._dynamics import SGLD
 from skbayes_sg._sampling._estimators import Problem, UniformSubsampling
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import covertype_like  # noqa: E402
+
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
@@ -51,17 +55,6 @@ def median_time(fn, repeats):
         fn()
         times.append(CLOCK() - t0)
     return float(np.median(times))
-
-
-def covertype_like(n, d=54, seed=0):
-    """Dense synthetic logistic data shaped like covertype (10 real + 44 binary columns)."""
-    rng = np.random.default_rng(seed)
-    X = np.empty((n, d))
-    X[:, :10] = rng.standard_normal((n, 10))
-    X[:, 10:] = (rng.random((n, d - 10)) < 0.1).astype(np.float64)
-    w = rng.standard_normal(d) / np.sqrt(d)
-    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(X @ w)))).astype(np.int64)
-    return X, y
 
 
 def bench(name, X, y, repeats, batch=50, scan=None):
