@@ -228,7 +228,7 @@ class BaseSGMCMC(BaseEstimator):
             ctx, theta0, step_size, friction, noise, float(self.temperature))
         use_ewsg = sub.index_chain
         spec = ChainSpec(
-            model=glm_name(glm), n_outputs=glm.n_outputs, noise_var=glm.noise_var,
+            model=glm.name, n_outputs=glm.n_outputs, noise_var=glm.noise_var,
             fit_intercept=bool(self.fit_intercept), alpha=float(self.alpha),
             sampler=self.sampler, sampler_config=samp_config,
             subsampling=self.subsampling, subsampling_config=sub_config,
@@ -278,7 +278,7 @@ class BaseSGMCMC(BaseEstimator):
         self.n_grad_evals_ = int(sum(r.n_grad_evals for r in results) + ctx.n_grad_evals)
         self.sampling_time_ = float(max(r.seconds for r in results))
         if "mode" in ctx._cache:
-            self.mode_ = self._unflatten(ctx._cache["mode"], K, dext)
+            self.mode_ = ctx._cache["mode"].reshape(K, dext)
         laplace = [v for k, v in ctx._cache.items() if isinstance(k, tuple) and k[0] == "laplace"]
         if laplace:
             self.laplace_cov_ = laplace[0]
@@ -336,9 +336,6 @@ class BaseSGMCMC(BaseEstimator):
                     / np.sqrt(ctx.alpha) for s in seeds]
         return [theta0] * len(seeds)
 
-    @staticmethod
-    def _unflatten(theta, K, dext):
-        return theta.reshape(K, dext)
 
     def _store_draws(self, draws, ctx):
         """draws: (n_chains, n_samples, K, dext) -> public attributes."""
@@ -440,7 +437,3 @@ class BaseSGMCMC(BaseEstimator):
         tags.input_tags.sparse = True
         return tags
 
-
-def glm_name(glm):
-    from ._sampling._glm import MODEL_NAMES
-    return MODEL_NAMES[glm.kind]

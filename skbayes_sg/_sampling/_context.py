@@ -257,20 +257,10 @@ class FitContext:
         return self._cache["rownorms"]
 
     def residual_norms_sq(self, theta):
-        """``||phi'(z_i, y_i)||^2`` at theta for every datum, shape (n,) (cached)."""
-        key = ("rsq", theta.tobytes())
-        if key not in self._cache:
-            K = self.glm.n_outputs
-            Theta = theta.reshape(K, self.dext)
-            out = np.empty(self.n)
-            for start in range(0, self.n, ROW_CHUNK):
-                Xc = self.X[start:start + ROW_CHUNK]
-                R = self.glm.residual(linear_predictor(Xc, Theta, self.fit_intercept),
-                                      self.y[start:start + ROW_CHUNK])
-                out[start:start + len(R)] = np.einsum("nk,nk->n", R, R)
-            self.n_grad_evals += self.n
-            self._cache[key] = out
-        return self._cache[key]
+        """``||phi'(z_i, y_i)||^2`` at theta for every datum, shape (n,): from the
+        cached :meth:`residuals` (no pass of its own)."""
+        R, _ = self.residuals(theta)
+        return np.einsum("nk,nk->n", R, R)
 
     def minibatch_noise_curvature(self, theta, col_scale=None):
         """Upper bound on lambda_max of the covariance of the uniform minibatch

@@ -33,12 +33,6 @@ cdef extern from *:
     """
     void SKB_TOUCH(const void* p) noexcept nogil
 
-# Rows a minibatch loop prefetches ahead: random rows of a large matrix
-# miss every cache level (and the TLB); their addresses are known as soon as
-# the minibatch is drawn, so fetching a few rows ahead hides that latency.
-cdef enum:
-    PREFETCH_ROWS = 6
-
 ctypedef fused floating_t:
     float
     double

@@ -36,6 +36,11 @@ class GLM:
     n_outputs: int = 1
     noise_var: float = 1.0
 
+    @property
+    def name(self):
+        """The engine's name of the model (``Problem(..., model=name)``)."""
+        return MODEL_NAMES[self.kind]
+
     # ---- per-datum pieces, vectorised over rows: Z has shape (n, K) ----
     def loss(self, Z, y):
         """Per-datum potentials ``U_i``, shape (n,)."""
@@ -79,16 +84,6 @@ class GLM:
     def lipschitz(self, X, fit_intercept):
         """Per-datum Lipschitz constants ``L_i`` of ``grad U_i``: c ||(x_i, 1)||^2."""
         return self.curvature_bound() * row_norms_sq(X, fit_intercept)
-
-
-def add_intercept(X, fit_intercept):
-    """Return ``(X, 1)`` when fitting an intercept (sparse stays sparse)."""
-    if not fit_intercept:
-        return X
-    ones = np.ones((X.shape[0], 1), dtype=X.dtype)
-    if sp.issparse(X):
-        return sp.hstack([X, sp.csr_matrix(ones)], format="csr")
-    return np.hstack([X, ones])
 
 
 def row_norms_sq(X, fit_intercept):

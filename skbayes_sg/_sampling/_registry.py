@@ -182,7 +182,7 @@ def _adaptive_coef(ctx, cfg):
 
     pilot = {k: v for k, v in cfg.items() if k not in ("centre", "adaptive_coef")}
     problem = _estimators.Problem(RowData(ctx.X, ctx.fit_intercept), ctx.y,
-                                  _model_name(ctx.glm), ctx.glm.n_outputs, ctx.glm.noise_var)
+                                  ctx.glm.name, ctx.glm.n_outputs, ctx.glm.noise_var)
     est = _build_glm(problem, pilot)
     noise = GradientNoise(ctx, SUBSAMPLINGS["cv"], ctx.mode())
     h = ctx.options.get("step_size", "auto")
@@ -198,11 +198,6 @@ def _adaptive_coef(ctx, cfg):
     q95 = float(np.quantile(np.sum((out - ctx.mode()) ** 2, axis=1), 0.95))
     ctx.options["pilot_q95"] = q95
     return ctx.batch_size / max(q95, 1e-300)
-
-
-def _model_name(glm):
-    from ._glm import MODEL_NAMES
-    return MODEL_NAMES[glm.kind]
 
 
 def _cv_noise(ctx, theta, col_scale=None, weights=None):
@@ -291,9 +286,6 @@ SUBSAMPLINGS = {
 #: estimators that accept ``access=`` (the others draw from their own weights)
 ACCESS_SUBSAMPLINGS = {"uniform", "ewsg", "cv", "adaptive-cv", "svrg", "saga", "tmu",
                        "ewsg-cv", "ewsg-svrg"}
-#: estimators that use the posterior mode
-MODE_SUBSAMPLINGS = {"cv", "preferential", "cv-preferential", "adaptive-cv",
-                     "adaptive-cv-preferential", "ewsg-cv"}
 
 
 # ----------------------------------------------------------------- dynamics

@@ -9,7 +9,6 @@ import numpy as np
 from ._chain import ChainOracle, run_segment
 from ._dataset import RowData
 from ._estimators import Problem
-from ._glm import MODEL_NAMES
 from ._registry import SAMPLERS, SUBSAMPLINGS
 
 # Steps per call into the nogil loop: large enough that the Python round trip
