@@ -20,6 +20,13 @@ NUMPY_LIB_DIRS = [
 ]
 
 
+# the vectorised normal generator needs sqrt without errno handling to vectorise
+EXTRA_COMPILE_ARGS = {
+    "skbayes_sg._sampling._normal_stream": ["-fno-math-errno"],
+    "skbayes_sg._sampling._flat_dynamics": ["-fno-math-errno"],
+}
+
+
 def make_extensions():
     extensions = []
     for pyx in sorted((HERE / "skbayes_sg").rglob("*.pyx")):
@@ -33,7 +40,7 @@ def make_extensions():
                 library_dirs=[d for d in NUMPY_LIB_DIRS if os.path.isdir(d)],
                 libraries=["npyrandom", "npymath", "m"],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-                extra_compile_args=["-O3"],
+                extra_compile_args=["-O3", *EXTRA_COMPILE_ARGS.get(name, [])],
             )
         )
     return extensions
@@ -51,5 +58,5 @@ setup(
             "embedsignature": True,
         },
     ),
-    package_data={"skbayes_sg": ["**/*.pxd"]},
+    package_data={"skbayes_sg": ["**/*.pxd", "**/*.h"]},
 )
