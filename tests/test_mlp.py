@@ -271,6 +271,29 @@ def test_reproducible_and_seed_dependent(sampler, subsampling):
     assert a.n_params_ == 4 * 6 + 6 + 6 * 3 + 3
 
 
+class _TorchOpsRunner(_torch_sampler.ChainRunner):
+    """The torch-operation step (the GPU code path), run on the CPU."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fused = False
+
+
+@pytest.mark.parametrize("sampler, subsampling", _COMBOS)
+def test_fused_cpu_step_matches_the_torch_operations(sampler, subsampling, monkeypatch):
+    """The one-pass CPU kernels and the torch formulas used on GPUs give the
+    same chain (same noise: the CPU stream feeds both), up to float32
+    rounding."""
+    X, y = _small_data()
+    kw = dict(_SMALL, sampler=sampler, subsampling=subsampling, map_epochs=2,
+              random_state=1)
+    fused = SGMCMCMLPClassifier(**kw).fit(X, y)
+    monkeypatch.setattr(_torch_sampler, "ChainRunner", _TorchOpsRunner)
+    ops = SGMCMCMLPClassifier(**kw).fit(X, y)
+    assert not np.array_equal(fused.coef_samples_[:, 0], fused.coef_samples_[:, -1])
+    np.testing.assert_allclose(ops.coef_samples_, fused.coef_samples_, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("sampler, subsampling", _COMBOS)
 def test_warm_start_and_partial_fit_continue_the_chain(sampler, subsampling):
     """Two halves (warm start, or two partial_fit calls) == one long run."""

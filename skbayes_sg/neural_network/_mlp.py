@@ -176,8 +176,10 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds the chains: one child of a ``numpy.random.SeedSequence`` per
         chain seeds that chain's ``torch.Generator`` (on the device), which
-        draws the initialisation, the minibatches and the noise. Results are
-        reproducible on the CPU for a fixed integer.
+        draws the initialisation, the minibatches and the noise (on the CPU,
+        it seeds the chain's vectorised noise generator instead; see the
+        user guide). Results are reproducible on the CPU for a fixed
+        integer.
 
     verbose : int or bool, default=0
         Print progress once per data pass: step, steps per second and the

@@ -1,0 +1,123 @@
+"""One-pass SG-MCMC updates of a flat parameter vector on the CPU.
+
+The torch-backed network sampler keeps its parameters in one flat tensor;
+on the CPU its step goes through these kernels (``flat_dynamics_kernel.h``):
+one sweep that forms ``g = c * buf + alpha * theta``, draws the noise from a
+:class:`~skbayes_sg._sampling._normal_stream.NormalStream` and updates the
+state, instead of five to nine torch sweeps over the parameters. The
+formulas are those of ALGORITHMS.md (SGLD, pSGLD with ``Gamma`` dropped,
+SGHMC Euler-Maruyama); the GPU path writes the same formulas with torch
+operations.
+
+Every function takes 1-D C-contiguous arrays of one dtype (float32 or
+float64) and the same length, updates them in place without the GIL, and
+consumes ``ceil(n / 32)`` blocks of the stream (the numbers
+``stream.fill`` would have returned).
+"""
+
+import numpy as np
+
+from libc.stdint cimport int64_t
+
+from ._normal_stream cimport NormalStream, skb_normal_state
+
+
+cdef extern from "flat_dynamics_kernel.h" nogil:
+    void skb_sgld_step_f32(skb_normal_state *st, float *theta, const float *buf,
+                           int64_t n, float c, float alpha, float h, float s)
+    void skb_sgld_step_f64(skb_normal_state *st, double *theta, const double *buf,
+                           int64_t n, double c, double alpha, double h, double s)
+    void skb_psgld_step_f32(skb_normal_state *st, float *theta, float *V,
+                            const float *buf, int64_t n, float c, float alpha,
+                            float h, float s, float decay, float lam, float inv_rows)
+    void skb_psgld_step_f64(skb_normal_state *st, double *theta, double *V,
+                            const double *buf, int64_t n, double c, double alpha,
+                            double h, double s, double decay, double lam,
+                            double inv_rows)
+    void skb_sghmc_step_f32(skb_normal_state *st, float *theta, float *r,
+                            const float *buf, int64_t n, float c, float alpha,
+                            float h, float friction, float s)
+    void skb_sghmc_step_f64(skb_normal_state *st, double *theta, double *r,
+                            const double *buf, int64_t n, double c, double alpha,
+                            double h, double friction, double s)
+
+
+def _check(*arrays):
+    """Common dtype of 1-D C-contiguous arrays of equal length (or raise)."""
+    first = arrays[0]
+    for a in arrays:
+        if not isinstance(a, np.ndarray) or a.ndim != 1 or not a.flags.c_contiguous:
+            raise TypeError("flat dynamics need 1-D C-contiguous numpy arrays.")
+        if a.dtype != first.dtype or a.shape[0] != first.shape[0]:
+            raise TypeError("flat dynamics need arrays of one dtype and length.")
+    if first.dtype != np.float32 and first.dtype != np.float64:
+        raise TypeError(f"flat dynamics need float32 or float64, got {first.dtype}.")
+    for a in arrays[:len(arrays) - 1]:  # the updated ones: all but ``buf``
+        if not a.flags.writeable:
+            raise ValueError("the updated arrays must be writeable.")
+    return first.dtype
+
+
+def sgld_step(NormalStream stream, theta, buf, double c, double alpha, double h,
+              double noise_std):
+    """``theta <- theta - h (c buf + alpha theta) + noise_std xi``."""
+    cdef float[::1] t32, b32
+    cdef double[::1] t64, b64
+    cdef int64_t n = theta.shape[0]
+    if _check(theta, buf) == np.float32:
+        t32, b32 = theta, buf
+        if n:
+            with nogil:
+                skb_sgld_step_f32(&stream.state, &t32[0], &b32[0], n, <float>c,
+                                  <float>alpha, <float>h, <float>noise_std)
+    else:
+        t64, b64 = theta, buf
+        if n:
+            with nogil:
+                skb_sgld_step_f64(&stream.state, &t64[0], &b64[0], n, c, alpha, h,
+                                  noise_std)
+
+
+def psgld_step(NormalStream stream, theta, V, buf, double c, double alpha, double h,
+               double noise_std, double decay, double lam, double inv_rows):
+    """pSGLD with ``g = c buf + alpha theta``:
+    ``V <- decay V + (1 - decay) (g inv_rows)^2``, ``D = lam + sqrt(V)``,
+    ``theta <- theta - h g / D + noise_std xi / sqrt(D)``."""
+    cdef float[::1] t32, v32, b32
+    cdef double[::1] t64, v64, b64
+    cdef int64_t n = theta.shape[0]
+    if _check(theta, V, buf) == np.float32:
+        t32, v32, b32 = theta, V, buf
+        if n:
+            with nogil:
+                skb_psgld_step_f32(&stream.state, &t32[0], &v32[0], &b32[0], n,
+                                   <float>c, <float>alpha, <float>h, <float>noise_std,
+                                   <float>decay, <float>lam, <float>inv_rows)
+    else:
+        t64, v64, b64 = theta, V, buf
+        if n:
+            with nogil:
+                skb_psgld_step_f64(&stream.state, &t64[0], &v64[0], &b64[0], n, c,
+                                   alpha, h, noise_std, decay, lam, inv_rows)
+
+
+def sghmc_step(NormalStream stream, theta, r, buf, double c, double alpha, double h,
+               double friction, double noise_std):
+    """SGHMC with ``g = c buf + alpha theta`` at the old ``theta``:
+    ``theta <- theta + h r``, ``r <- (1 - h friction) r - h g + noise_std xi``."""
+    cdef float[::1] t32, r32, b32
+    cdef double[::1] t64, r64, b64
+    cdef int64_t n = theta.shape[0]
+    if _check(theta, r, buf) == np.float32:
+        t32, r32, b32 = theta, r, buf
+        if n:
+            with nogil:
+                skb_sghmc_step_f32(&stream.state, &t32[0], &r32[0], &b32[0], n,
+                                   <float>c, <float>alpha, <float>h, <float>friction,
+                                   <float>noise_std)
+    else:
+        t64, r64, b64 = theta, r, buf
+        if n:
+            with nogil:
+                skb_sghmc_step_f64(&stream.state, &t64[0], &r64[0], &b64[0], n, c,
+                                   alpha, h, friction, noise_std)
