@@ -115,44 +115,63 @@ def test_ece_helper():
     assert expected_calibration_error(proba, y) == pytest.approx(0.5 * 0.4 + 0.5 * 0.4)
 
 
-def test_digits_bma_vs_single_draw_and_mlp():
-    """BMA beats one draw on test log-loss and matches MLPClassifier.
+def _paired_bootstrap_sd(metric, p_a, p_b, y, n_boot=1000, seed=0):
+    """Bootstrap sd of ``metric(p_a) - metric(p_b)`` over resampled test rows
+    (the same rows for both: the sampling error of the difference)."""
+    rng = np.random.default_rng(seed)
+    diffs = [metric(p_a[i], y[i]) - metric(p_b[i], y[i])
+             for i in rng.integers(0, len(y), size=(n_boot, len(y)))]
+    return float(np.std(diffs))
 
-    Finding that fixed the settings: with ``temperature=1`` the N(0, I)
-    posterior of this 64-50-10 network is under-confident on digits (BMA
-    log-loss ~0.12-0.16 and ECE ~0.04 against MLPClassifier's ~0.10-0.12 and
-    ~0.008, over three splits; the same with full-batch gradients or SVRG, so
-    it is the posterior, not minibatch noise): the "cold posterior" effect.
-    At ``temperature=0.1`` with four chains the BMA matches the MLP's
-    log-loss (0.86-1.03 times it over three splits) and its ECE is within
-    0.02 of the MLP's (the ECE of 540 test points has a sampling error of
-    about 0.01). A single draw is clearly worse than the BMA.
+
+def test_digits_bma_vs_single_draw_and_mlp():
+    """BMA beats one draw and MLPClassifier on log-loss, matches its ECE.
+
+    Three stratified 70/30 splits of digits, scaled, a 64-50-10 ReLU network;
+    the test rows of the three splits are pooled (1,620 predictions) so that
+    the ECE, a noisy statistic, is measured on more rows. "Matches" means not
+    worse by more than two paired-bootstrap sds of the ECE difference (the
+    sampling error of the test set).
+
+    Finding that fixed the settings: at ``temperature=1`` the N(0, I)
+    posterior is under-confident (pooled BMA log-loss 0.15, ECE 0.04, mean
+    confidence 0.925 at 96.5% accuracy; the same with full-batch gradients
+    or SVRG, so it is the posterior, not the minibatch noise): the "cold
+    posterior" effect. Tempered to ``temperature=0.01`` with ``alpha=0.1``
+    and four chains, the BMA's log-loss is 0.087 against MLPClassifier's
+    0.111, and its ECE 0.0071 against 0.0034 (difference +0.0037, bootstrap
+    sd 0.0033). Break check: noise sqrt(2hT) -> sqrt(20hT) (ten times the
+    temperature) fails the log-loss comparison.
     """
     X, y = load_digits(return_X_y=True)
-    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
-    scaler = StandardScaler().fit(Xtr)
-    Xtr, Xte = scaler.transform(Xtr), scaler.transform(Xte)
+    p_bma, p_one, p_mlp, y_test = [], [], [], []
+    for split in range(3):
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=split,
+                                              stratify=y)
+        scaler = StandardScaler().fit(Xtr)
+        Xtr, Xte = scaler.transform(Xtr), scaler.transform(Xte)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # ConvergenceWarning
+            mlp = MLPClassifier((50,), random_state=0, max_iter=300).fit(Xtr, ytr)
+        p_mlp.append(mlp.predict_proba(Xte))
+        clf = SGMCMCMLPClassifier((50,), batch_size=64, step_size=2e-4, alpha=0.1,
+                                  temperature=0.01, n_chains=4, n_samples=25,
+                                  n_warmup=4000, thin=20, random_state=0).fit(Xtr, ytr)
+        p_bma.append(clf.predict_proba(Xte))
+        single = copy.copy(clf)
+        single.coef_samples_ = clf.coef_samples_[:1, -1:]
+        p_one.append(single.predict_proba(Xte))
+        y_test.append(yte)
+        assert clf.score(Xte, yte) > 0.95
+    p_bma, p_one, p_mlp, y_test = map(np.concatenate, (p_bma, p_one, p_mlp, y_test))
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # ConvergenceWarning
-        mlp = MLPClassifier((50,), random_state=0, max_iter=300).fit(Xtr, ytr)
-    p_mlp = mlp.predict_proba(Xte)
-
-    clf = SGMCMCMLPClassifier((50,), batch_size=64, step_size=1e-4, temperature=0.1,
-                              n_chains=4, n_samples=25, n_warmup=1500, thin=20,
-                              random_state=0).fit(Xtr, ytr)
-    p_bma = clf.predict_proba(Xte)
-    single = copy.copy(clf)
-    single.coef_samples_ = clf.coef_samples_[:1, -1:]
-    p_one = single.predict_proba(Xte)
-
-    ll_bma, ll_one, ll_mlp = (log_loss(yte, p) for p in (p_bma, p_one, p_mlp))
-    ece_bma = expected_calibration_error(p_bma, yte)
-    ece_mlp = expected_calibration_error(p_mlp, yte)
+    ll_bma, ll_one, ll_mlp = (log_loss(y_test, p) for p in (p_bma, p_one, p_mlp))
     assert ll_bma < 0.95 * ll_one, (ll_bma, ll_one)
-    assert ll_bma <= 1.05 * ll_mlp, (ll_bma, ll_mlp)
-    assert ece_bma <= ece_mlp + 0.02, (ece_bma, ece_mlp)
-    assert clf.score(Xte, yte) > 0.95
+    assert ll_bma < ll_mlp, (ll_bma, ll_mlp)
+    ece_bma = expected_calibration_error(p_bma, y_test)
+    ece_mlp = expected_calibration_error(p_mlp, y_test)
+    sd = _paired_bootstrap_sd(expected_calibration_error, p_bma, p_mlp, y_test)
+    assert ece_bma <= ece_mlp + 2.0 * sd, (ece_bma, ece_mlp, sd)
 
 
 # ---------------------------------------------------------------------------
