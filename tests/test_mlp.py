@@ -290,6 +290,41 @@ def test_reproducible_and_seed_dependent(sampler, subsampling):
     assert a.n_params_ == 4 * 6 + 6 + 6 * 3 + 3
 
 
+@pytest.mark.parametrize("sampler", ["sgld", "sghmc", "psgld"])
+def test_ewsg_energy_is_the_whitened_norm(sampler):
+    """The EWSG weight exponent ``1/2 ||x + w||^2`` of a candidate
+    ``g = c buf + alpha theta``, written from ALGORITHMS.md: SGLD
+    ``h/(4T) ||g||^2``, SGHMC ``h/(4 gamma T) ||g + gamma r||^2``, pSGLD
+    ``h/(4T) sum g^2 / D`` with ``D = lambda + sqrt(V)``; the runner expands
+    the first two into dot products."""
+    X, y = _small_data()
+    params = dict(sampler=sampler, subsampling="ewsg", step_size=1e-3, batch_size=16,
+                  alpha=0.7, temperature=1.3, friction=2.5, ewsg_chain_length=1,
+                  snapshot_period=None, map_epochs=0, map_learning_rate=1e-3, verbose=0)
+    net = _torch_sampler.MLPNet((4, 6, 3), "relu", False)
+    gen = torch.Generator().manual_seed(0)
+    Xt = torch.tensor(X, dtype=torch.float64)
+    yt = torch.tensor(y, dtype=torch.int64)
+    runner = _torch_sampler.ChainRunner(net, Xt, yt, params, gen)
+    runner.init_state()
+    samples = torch.empty((3, net.n_params), dtype=torch.float64)
+    runner.run(6, n_warmup=0, thin=2, samples=samples)  # momentum / V away from start
+    theta = runner.state["theta"]
+    _, buf, c = runner.estimate(theta)
+    got = float(runner._ewsg_energy_fn(theta)(buf, c))
+
+    h, T, alpha, gamma = 1e-3, 1.3, 0.7, 2.5
+    g = c * buf.numpy() + alpha * theta.numpy()
+    if sampler == "sgld":
+        want = h / (4 * T) * np.sum(g**2)
+    elif sampler == "sghmc":
+        want = h / (4 * gamma * T) * np.sum((g + gamma * runner.state["r"].numpy()) ** 2)
+    else:
+        D = _torch_sampler.PSGLD_EPS + np.sqrt(runner.state["V"].numpy())
+        want = h / (4 * T) * np.sum(g**2 / D)
+    assert got == pytest.approx(want, rel=1e-9)
+
+
 class _TorchOpsRunner(_torch_sampler.ChainRunner):
     """The torch-operation step (the GPU code path), run on the CPU."""
 

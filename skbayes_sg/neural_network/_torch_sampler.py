@@ -457,89 +457,108 @@ class ChainRunner:
         self.anchor_grad = self.full_grad(st["anchor"])
 
     # ----------------------------------------------------------- estimators
-    def estimate(self, theta):
+    def estimate(self, theta, buf=None):
         """One unbiased estimate of ``grad U(theta)``, kept factored.
 
         Returns ``(loss, buf, c)``: the estimate is ``c * buf + alpha * theta``
         (the prior term is exact and added by the dynamics, so the plain
-        minibatch gradient is never rescaled in a separate sweep). ``buf`` is
-        one of the runner's buffers, overwritten by the next call.
+        minibatch gradient is never rescaled in a separate sweep). ``buf``
+        (default: the runner's gradient buffer) is overwritten.
         """
+        buf = self.grad_buf if buf is None else buf
         idx = self.next_batch()
         if self.p["subsampling"] in ("svrg", "cv"):
-            loss = self.batch_grad(theta, idx, self.grad_buf)
+            loss = self.batch_grad(theta, idx, buf)
             self.batch_grad(self.state["anchor"], idx, self.grad_buf2)
             # anchor_grad + (n/b) (sum_S grad U_j(theta) - sum_S grad U_j(anchor))
-            self.grad_buf.sub_(self.grad_buf2).mul_(self.scale).add_(self.anchor_grad)
-            return loss, self.grad_buf, 1.0
-        loss = self.batch_grad(theta, idx, self.grad_buf)
-        return loss, self.grad_buf, self.scale
-
-    def full_estimate(self, theta, out):
-        """``out <- c * buf + alpha * theta`` for a fresh :meth:`estimate`;
-        returns the minibatch loss."""
-        loss, buf, c = self.estimate(theta)
-        torch.mul(buf, c, out=out)
-        if self.p["alpha"] != 0.0:
-            out.add_(theta, alpha=self.p["alpha"])
-        return loss
+            buf.sub_(self.grad_buf2).mul_(self.scale).add_(self.anchor_grad)
+            return loss, buf, 1.0
+        loss = self.batch_grad(theta, idx, buf)
+        return loss, buf, self.scale
 
     def _psgld_D(self):
         """pSGLD's ``D = lambda + sqrt(V)`` (the preconditioner is ``1 / D``)."""
         return torch.sqrt(self.state["V"]).add_(PSGLD_EPS)
 
-    def _ewsg_energy(self, g_hat, D=None):
-        """``1/2 ||x + w_J||^2`` for the dynamics in use (ALGORITHMS.md)."""
-        h, T = self.p["step_size"], self.p["temperature"]
-        sampler = self.p["sampler"]
-        if sampler == "sgld":  # c = h, s = sqrt(2hT), x = 0
-            return (h / (4.0 * T)) * torch.dot(g_hat, g_hat)
-        if sampler == "sghmc":  # c = h, s = sigma sqrt(h), x = sqrt(h) gamma r / sigma
-            gamma = self.p["friction"]
-            v = torch.add(g_hat, self.state["r"], alpha=gamma)
-            return (h / (4.0 * gamma * T)) * torch.dot(v, v)
-        # psgld: c = h G, s = sqrt(2 h T G), x = 0 (G = 1 / D of the previous V)
-        return (h / (4.0 * T)) * torch.dot(g_hat, g_hat / D)
+    def _ewsg_energy_fn(self, theta):
+        """``E(buf, c) = 1/2 ||x + w||^2`` of a candidate ``c * buf + alpha * theta``
+        for the dynamics in use (ALGORITHMS.md), at the current state.
 
-    def ewsg_estimate(self, theta, out):
+        SGLD (``c = h``, ``s = sqrt(2hT)``, ``x = 0``) and SGHMC (``c = h``,
+        ``s = sigma sqrt(h)``, ``x = sqrt(h) gamma r / sigma``) need
+        ``k ||c buf + u||^2`` with ``u`` shared by the candidates
+        (``alpha theta``, plus ``gamma r`` for SGHMC): expanded into two dot
+        products per candidate, so candidates are never materialised. pSGLD
+        (``c = h G``, ``s = sqrt(2 h T G)``, ``x = 0``, ``G = 1 / D`` of the
+        previous ``V``) weights the norm by ``1 / D`` and materialises them.
+        """
+        h, T = self.p["step_size"], self.p["temperature"]
+        alpha = self.p["alpha"]
+        sampler = self.p["sampler"]
+        if sampler == "psgld":
+            D = self._psgld_D()
+            g = torch.empty_like(theta)
+
+            def energy(buf, c):
+                torch.mul(buf, c, out=g)
+                if alpha != 0.0:
+                    g.add_(theta, alpha=alpha)
+                return (h / (4.0 * T)) * torch.dot(g, g / D)
+            return energy
+        if not hasattr(self, "_ewsg_u"):
+            self._ewsg_u = torch.empty_like(theta)
+        u = self._ewsg_u
+        torch.mul(theta, alpha, out=u)
+        if sampler == "sghmc":
+            gamma = self.p["friction"]
+            u.add_(self.state["r"], alpha=gamma)
+            k = h / (4.0 * gamma * T)
+        else:
+            k = h / (4.0 * T)
+        uu = torch.dot(u, u)
+
+        def energy(buf, c):
+            return k * (c * c * torch.dot(buf, buf) + 2.0 * c * torch.dot(buf, u) + uu)
+        return energy
+
+    def ewsg_estimate(self, theta):
         """EWSG: Metropolis index chain of length M over candidate minibatches.
 
         The first candidate ``J`` is a uniform minibatch; each of the ``M``
         proposals ``J'`` (uniform) replaces it with probability
-        ``min(1, exp(E(J') - E(J)))``, ``E = ||x + w||^2 / 2``. The chosen
-        estimate (prior term included) ends in ``out``; returns the chosen
-        minibatch loss.
+        ``min(1, exp(E(J') - E(J)))``, ``E = ||x + w||^2 / 2``. Returns
+        ``(loss, buf, c)`` of the chosen candidate, as :meth:`estimate`.
         """
         M = int(self.p["ewsg_chain_length"])
-        loss = self.full_estimate(theta, out)
-        D = None
-        if self.p["sampler"] == "psgld":
-            self._psgld_init(out)
-            D = self._psgld_D()
-        e_cur = self._ewsg_energy(out, D)
         if not hasattr(self, "_cand"):
-            self._cand = torch.empty_like(out)
+            self._cand = torch.empty_like(theta)
+        loss, buf, c = self.estimate(theta, self.grad_buf)
+        if self.p["sampler"] == "psgld" and self.state["V"] is None:
+            self._psgld_init(torch.mul(buf, c).add_(theta, alpha=self.p["alpha"]))
+        energy = self._ewsg_energy_fn(theta)
+        e_cur = energy(buf, c)
         cand = self._cand
         st = self.state
         for _ in range(M):
-            loss_c = self.full_estimate(theta, cand)
-            e_c = self._ewsg_energy(cand, D)
+            # every candidate comes from the same estimator: the same scale c
+            loss_c, cand, _ = self.estimate(theta, cand)
+            e_c = energy(cand, c)
             u = torch.rand((), generator=self.g, device=self.device, dtype=torch.float64)
             if self.on_cpu:
-                # host-side decision: no copies, swap the buffers
+                # host-side decision: swap the buffers, no copies
                 if math.log(float(u)) < float(e_c) - float(e_cur):
-                    out.copy_(cand)
+                    buf, cand = cand, buf
                     e_cur, loss = e_c, loss_c
                     st["ewsg_accept"] += 1
             else:
                 # stay on the device (no synchronisation per step)
                 accept = torch.log(u) < (e_c - e_cur).double()
-                out.copy_(torch.where(accept, cand, out))
+                buf.copy_(torch.where(accept, cand, buf))
                 e_cur = torch.where(accept, e_c, e_cur)
                 loss = torch.where(accept, loss_c, loss)
                 st["ewsg_accept_t"] = st.get("ewsg_accept_t", 0) + accept.to(torch.int64)
             st["ewsg_proposals"] += 1
-        return loss
+        return loss, buf, c
 
     # ----------------------------------------------------------- dynamics
     def _psgld_init(self, g_hat):
@@ -569,8 +588,7 @@ class ChainRunner:
         if self.fused:
             self._cpu_step(theta, buf.numpy(), c, alpha, h, T)
             return
-        g_hat = torch.mul(buf, c, out=self.grad_buf2 if buf is not self.grad_buf2
-                          else self.grad_buf)
+        g_hat = torch.mul(buf, c, out=self.grad_buf2)  # scratch, never a ``buf``
         if alpha != 0.0:
             g_hat.add_(theta, alpha=alpha)
         noise = self._draw_noise()
@@ -627,7 +645,6 @@ class ChainRunner:
         ewsg = p["subsampling"] == "ewsg"
         svrg = p["subsampling"] == "svrg"
         period = p["snapshot_period"] or int(math.ceil(self.n / self.b))
-        g_hat = torch.empty_like(st["theta"])
         alpha = p["alpha"]
         verbose = p["verbose"]
         report_every = max(1, int(math.ceil(self.n / self.b)))
@@ -641,11 +658,10 @@ class ChainRunner:
                 self.anchor_grad = self.full_grad(st["anchor"])
                 st["since_snapshot"] = 0
             if ewsg:
-                loss = self.ewsg_estimate(st["theta"], g_hat)
-                self.step(g_hat, 1.0, 0.0)
+                loss, buf, c = self.ewsg_estimate(st["theta"])
             else:
                 loss, buf, c = self.estimate(st["theta"])
-                self.step(buf, c, alpha)
+            self.step(buf, c, alpha)
             st["step"] += 1
             if svrg:
                 st["since_snapshot"] += 1
