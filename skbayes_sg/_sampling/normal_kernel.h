@@ -17,7 +17,8 @@
  *
  * The fill functions are compiled for AVX-512, AVX2/FMA and baseline x86-64
  * (target_clones; the loader picks the best one for the CPU at run time).
- * On other architectures they are compiled once.
+ * Elsewhere (other compilers, architectures or C libraries) they are
+ * compiled once, for the build's default target.
  */
 #ifndef SKB_NORMAL_KERNEL_H
 #define SKB_NORMAL_KERNEL_H
@@ -29,7 +30,9 @@
 #define SKB_NORMAL_LANES 16
 #define SKB_NORMAL_BLOCK (2 * SKB_NORMAL_LANES)
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+/* ifunc-based clones: GCC >= 11 (x86-64-v3/v4 names) on x86-64 with glibc */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) \
+    && defined(__GLIBC__)
 #define SKB_NORMAL_CLONES \
     __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
