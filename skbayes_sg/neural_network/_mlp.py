@@ -38,6 +38,12 @@ _UNSUPPORTED_SUBSAMPLING = {
     "cvps": "preferential weights need n per-datum backward passes (see 'preferential')",
 }
 
+# step_size="auto": the learning rate of the equivalent optimiser on the mean
+# loss (SGD for SGLD, RMSprop for pSGLD, momentum SGD for SGHMC, whose h**2 n
+# it is); friction="auto": SGHMC's momentum decay h * gamma per step.
+_AUTO_LEARNING_RATE = {"sgld": 0.2, "psgld": 1e-3, "sghmc": 0.01}
+_AUTO_MOMENTUM_DECAY = 0.1
+
 _TORCH_HINT = (
     "SGMCMCMLPClassifier needs PyTorch; install it with "
     "'pip install \"skbayes_sg[torch]\"'."
@@ -109,11 +115,18 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         ``"saga"`` and the preferential schemes are refused: for a network
         they need ``n x n_params`` memory or ``n`` backward passes.
 
-    step_size : float, default=1e-4
-        Step size ``h``. The potential sums over the data, so ``h`` should
+    step_size : float or "auto", default="auto"
+        Step size ``h``. The potential sums over the data, so ``h`` must
         shrink like ``1 / n_rows``: ``h * n_rows`` is the learning rate of the
-        equivalent SGD on the mean loss (SGLD). Too large a value makes the
-        chain diverge, which raises ``FloatingPointError``.
+        equivalent SGD on the mean loss (SGLD; for pSGLD the RMSprop learning
+        rate; for SGHMC ``h**2 * n_rows`` is that of momentum SGD).
+        ``"auto"`` sets it from the number of rows of the data being fitted:
+        ``0.2 / n_rows`` (SGLD), ``1e-3 / n_rows`` (pSGLD) and
+        ``sqrt(0.01 / n_rows)`` (SGHMC): learning rates that worked from 400
+        to 60,000 rows (breast cancer, digits, MNIST, synthetic data), where a
+        fixed value such as ``1e-4`` diverges or stalls beyond ~20,000 rows.
+        The value used is ``step_size_``. Too large a value makes the chain
+        diverge, which raises ``FloatingPointError``.
 
     batch_size : int or "auto", default="auto"
         Minibatch size ``b``; ``"auto"`` is ``min(200, n_rows)`` and a value
@@ -142,8 +155,12 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     temperature : float, default=1.0
         Posterior temperature ``T``; the target is ``exp(-U / T)``.
 
-    friction : float, default=1.0
-        SGHMC friction ``gamma`` (used by ``sampler="sghmc"`` only).
+    friction : float or "auto", default="auto"
+        SGHMC friction ``gamma`` (used by ``sampler="sghmc"`` only); the
+        momentum decays by ``1 - h * gamma`` per step. ``"auto"`` is
+        ``0.1 / h``, a decay of 0.1 per step (the momentum-SGD analogue of
+        momentum 0.9, as recommended by Chen et al.). The value used is
+        ``friction_``.
 
     ewsg_chain_length : int, default=1
         Length ``M`` of the EWSG index chain; a step costs ``M + 1``
@@ -246,6 +263,12 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     device_ : str
         Device used by the last fit.
 
+    step_size_ : float
+        Step size used by the last fit (``step_size`` with "auto" resolved).
+
+    friction_ : float or None
+        SGHMC friction used by the last fit (None for other samplers).
+
     See Also
     --------
     sklearn.neural_network.MLPClassifier : The point-estimate network.
@@ -266,8 +289,10 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     >>> from sklearn.datasets import load_iris
     >>> from skbayes_sg.neural_network import SGMCMCMLPClassifier
     >>> X, y = load_iris(return_X_y=True)
-    >>> clf = SGMCMCMLPClassifier(hidden_layer_sizes=(16,), step_size=1e-4,
-    ...                           n_samples=20, random_state=0).fit(X, y)
+    >>> clf = SGMCMCMLPClassifier(hidden_layer_sizes=(16,), n_samples=20,
+    ...                           random_state=0).fit(X, y)
+    >>> clf.step_size_ == 0.2 / len(X)  # step_size="auto" for SGLD
+    True
     >>> clf.coef_samples_.shape
     (1, 20, 131)
     >>> clf.predict_proba(X[:2]).shape
@@ -279,7 +304,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         "activation": [StrOptions({"identity", "logistic", "tanh", "relu"})],
         "sampler": [StrOptions({"sgld", "psgld", "sghmc"})],
         "subsampling": [StrOptions({"uniform", "ewsg", "svrg", "cv"})],
-        "step_size": [Interval(Real, 0, None, closed="neither")],
+        "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
         "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "n_samples": [Interval(Integral, 1, None, closed="left")],
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
@@ -287,7 +312,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
-        "friction": [Interval(Real, 0, None, closed="neither")],
+        "friction": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
         "ewsg_chain_length": [Interval(Integral, 1, None, closed="left")],
         "snapshot_period": [None, Interval(Integral, 1, None, closed="left")],
         "map_epochs": [Interval(Integral, 0, None, closed="left")],
@@ -307,7 +332,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         *,
         sampler="sgld",
         subsampling="uniform",
-        step_size=1e-4,
+        step_size="auto",
         batch_size="auto",
         n_samples=100,
         n_warmup=1000,
@@ -315,7 +340,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         n_chains=1,
         alpha=1.0,
         temperature=1.0,
-        friction=1.0,
+        friction="auto",
         ewsg_chain_length=1,
         snapshot_period=None,
         map_epochs=10,
@@ -395,15 +420,26 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             f"device must be 'cpu', 'cuda', 'cuda:<index>' or 'auto', got {dev!r}."
         )
 
-    def _sampler_params(self, batch_size):
+    def _resolved_step(self, n_rows):
+        """``(step_size, friction)`` for data of ``n_rows`` rows ("auto" resolved)."""
+        if self.step_size == "auto":
+            lr = _AUTO_LEARNING_RATE[self.sampler]
+            h = math.sqrt(lr / n_rows) if self.sampler == "sghmc" else lr / n_rows
+        else:
+            h = float(self.step_size)
+        gamma = _AUTO_MOMENTUM_DECAY / h if self.friction == "auto" else float(self.friction)
+        return h, gamma
+
+    def _sampler_params(self, batch_size, n_rows):
+        h, gamma = self._resolved_step(n_rows)
         return {
             "sampler": self.sampler,
             "subsampling": self.subsampling,
-            "step_size": float(self.step_size),
+            "step_size": h,
             "batch_size": int(batch_size),
             "alpha": float(self.alpha),
             "temperature": float(self.temperature),
-            "friction": float(self.friction),
+            "friction": gamma,
             "ewsg_chain_length": int(self.ewsg_chain_length),
             "snapshot_period": self.snapshot_period,
             "map_epochs": int(self.map_epochs),
@@ -539,7 +575,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
 
         batch_size = min(200, n_rows) if self.batch_size == "auto" else self.batch_size
         batch_size = min(int(batch_size), n_rows)
-        params = self._sampler_params(batch_size)
+        params = self._sampler_params(batch_size, n_rows)
 
         y_idx = np.searchsorted(classes, y)
         X = np.asarray(X)
@@ -610,6 +646,8 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         elif not continuing:
             self.map_coef_ = None
         self.device_ = device
+        self.step_size_ = params["step_size"]
+        self.friction_ = params["friction"] if self.sampler == "sghmc" else None
         return self
 
     # ------------------------------------------------------------------
