@@ -12,3 +12,4 @@ cdef extern from "normal_kernel.h" nogil:
 
 cdef class NormalStream:
     cdef skb_normal_state state
+    cdef uint32_t[:, ::1] _state_view(self)

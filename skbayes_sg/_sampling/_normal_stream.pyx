@@ -65,29 +65,25 @@ cdef class NormalStream:
             raise TypeError(f"out must be float32 or float64, got {out.dtype}.")
         return out
 
+    cdef uint32_t[:, ::1] _state_view(self):
+        """The ``(4, LANES)`` words of state, as a view (no copy)."""
+        return <uint32_t[:4, :SKB_NORMAL_LANES]> &self.state.s[0][0]
+
     def get_state(self):
         """The generator state as a ``(4, LANES)`` uint32 array (a copy)."""
-        arr = np.empty((4, SKB_NORMAL_LANES), dtype=np.uint32)
-        cdef uint32_t[:, ::1] view = arr
-        cdef int i, j
-        for i in range(4):
-            for j in range(SKB_NORMAL_LANES):
-                view[i, j] = self.state.s[i][j]
-        return arr
+        return np.array(self._state_view(), dtype=np.uint32)
 
     def set_state(self, state):
         """Restore a state returned by :meth:`get_state`."""
+        cdef uint32_t[:, ::1] src
         arr = np.ascontiguousarray(state, dtype=np.uint32)
         if arr.shape != (4, SKB_NORMAL_LANES):
             raise ValueError(
                 f"state must have shape (4, {SKB_NORMAL_LANES}), got {arr.shape}.")
         if np.any(np.all(arr == 0, axis=0)):
             raise ValueError("state has a lane of zeros (a fixed point of xoshiro128++).")
-        cdef uint32_t[:, ::1] view = arr
-        cdef int i, j
-        for i in range(4):
-            for j in range(SKB_NORMAL_LANES):
-                self.state.s[i][j] = view[i, j]
+        src = arr
+        self._state_view()[:, :] = src
 
     def __reduce__(self):
         return (_rebuild, (self.get_state(),))

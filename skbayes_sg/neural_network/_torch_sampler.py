@@ -306,6 +306,10 @@ class ChainRunner:
         self.normal_stream = None
         self._noise_np = self.noise.numpy() if self.on_cpu else None
         self.fused = self.on_cpu
+        if params["subsampling"] == "ewsg":
+            # the proposed candidate's gradient, and the energies' shared term
+            self._cand = torch.empty(P, device=self.device, dtype=self.dtype)
+            self._ewsg_work = torch.empty(P, device=self.device, dtype=self.dtype)
 
     def _views_of(self, flat):
         """Per-layer views of ``flat``, cached (the cache holds ``flat``, so
@@ -497,7 +501,7 @@ class ChainRunner:
         sampler = self.p["sampler"]
         if sampler == "psgld":
             D = self._psgld_D()
-            g = torch.empty_like(theta)
+            g = self._ewsg_work
 
             def energy(buf, c):
                 torch.mul(buf, c, out=g)
@@ -505,10 +509,7 @@ class ChainRunner:
                     g.add_(theta, alpha=alpha)
                 return (h / (4.0 * T)) * torch.dot(g, g / D)
             return energy
-        if not hasattr(self, "_ewsg_u"):
-            self._ewsg_u = torch.empty_like(theta)
-        u = self._ewsg_u
-        torch.mul(theta, alpha, out=u)
+        u = torch.mul(theta, alpha, out=self._ewsg_work)
         if sampler == "sghmc":
             gamma = self.p["friction"]
             u.add_(self.state["r"], alpha=gamma)
@@ -530,11 +531,9 @@ class ChainRunner:
         ``(loss, buf, c)`` of the chosen candidate, as :meth:`estimate`.
         """
         M = int(self.p["ewsg_chain_length"])
-        if not hasattr(self, "_cand"):
-            self._cand = torch.empty_like(theta)
         loss, buf, c = self.estimate(theta, self.grad_buf)
-        if self.p["sampler"] == "psgld" and self.state["V"] is None:
-            self._psgld_init(torch.mul(buf, c).add_(theta, alpha=self.p["alpha"]))
+        if self.p["sampler"] == "psgld":
+            self._psgld_init(buf, c, theta)  # the energies use its D
         energy = self._ewsg_energy_fn(theta)
         e_cur = energy(buf, c)
         cand = self._cand
@@ -561,16 +560,18 @@ class ChainRunner:
         return loss, buf, c
 
     # ----------------------------------------------------------- dynamics
-    def _psgld_init(self, g_hat):
-        """Start ``V`` at ``(g_hat / n)**2`` of the chain's first estimate.
+    def _psgld_init(self, buf, c, theta):
+        """Start ``V`` at ``(g / n)**2`` of the chain's first estimate
+        ``g = c * buf + alpha * theta`` (a no-op once ``V`` exists).
 
         Not at zero, which would make the first steps ``1 / lambda`` times
         too large; the first update then leaves ``V`` unchanged.
         """
         if self.state["V"] is None:
-            self.state["V"] = torch.mul(g_hat, g_hat).div_(float(self.n) ** 2)
+            g = torch.mul(buf, c).add_(theta, alpha=self.p["alpha"])
+            self.state["V"] = g.mul_(g).div_(float(self.n) ** 2)
 
-    def step(self, buf, c, alpha):
+    def step(self, buf, c):
         """One update of the dynamics with the estimate ``c * buf + alpha * theta``.
 
         On the CPU one fused sweep (:mod:`skbayes_sg._sampling._flat_dynamics`);
@@ -578,13 +579,10 @@ class ChainRunner:
         """
         st = self.state
         theta = st["theta"]
-        h, T = self.p["step_size"], self.p["temperature"]
+        h, T, alpha = self.p["step_size"], self.p["temperature"], self.p["alpha"]
         sampler = self.p["sampler"]
-        if sampler == "psgld" and st["V"] is None:
-            g0 = torch.mul(buf, c)
-            if alpha != 0.0:
-                g0.add_(theta, alpha=alpha)
-            self._psgld_init(g0)
+        if sampler == "psgld":
+            self._psgld_init(buf, c, theta)
         if self.fused:
             self._cpu_step(theta, buf.numpy(), c, alpha, h, T)
             return
@@ -645,7 +643,6 @@ class ChainRunner:
         ewsg = p["subsampling"] == "ewsg"
         svrg = p["subsampling"] == "svrg"
         period = p["snapshot_period"] or int(math.ceil(self.n / self.b))
-        alpha = p["alpha"]
         verbose = p["verbose"]
         report_every = max(1, int(math.ceil(self.n / self.b)))
         loss_acc = torch.zeros((), device=self.device, dtype=self.dtype)
@@ -661,7 +658,7 @@ class ChainRunner:
                 loss, buf, c = self.ewsg_estimate(st["theta"])
             else:
                 loss, buf, c = self.estimate(st["theta"])
-            self.step(buf, c, alpha)
+            self.step(buf, c)
             st["step"] += 1
             if svrg:
                 st["since_snapshot"] += 1
