@@ -1,13 +1,16 @@
 # cython: language_level=3
-"""The chain driver: estimator + (optional EWSG index chain) + dynamics.
+"""The chain driver: estimator + (optional EWSG index chain) + metric + dynamics.
 
 :class:`ChainOracle` turns a :class:`GradientEstimator` into the gradient
-oracle the dynamics call: it adds the exact prior gradient ``alpha theta``,
-and, when ``ewsg_chain_length`` M > 0, chooses among M + 1 candidate
-minibatches with a Metropolis index chain targeting
+oracle the dynamics call: the dynamics move ``z``, the oracle evaluates the
+estimator at ``theta = center + L z`` (the :class:`~._metric.Metric`), adds
+the exact prior gradient ``alpha theta`` and pulls the result back,
+``g_z = s L^T g``.  When ``ewsg_chain_length`` M > 0 it chooses among M + 1
+candidate minibatches with a Metropolis index chain targeting
 ``p_J ∝ exp(½||x + w_J||²)``, ``w_J = (c/s) ⊙ g_J`` whitened by the
-dynamics' own transition (EWSG).  Because the index chain only sees
-candidates, it runs over any base estimator (EWSG+VR needs no second copy).
+dynamics' own transition (EWSG), in the dynamics' coordinates.  Because the
+index chain only sees candidates, it runs over any base estimator (EWSG+VR
+needs no second copy).
 
 :func:`run_segment` runs ``n_steps`` steps in one ``nogil`` loop.
 """
@@ -15,7 +18,7 @@ import numpy as np
 
 cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer
-from libc.math cimport exp, isfinite
+from libc.math cimport exp, isfinite, INFINITY
 from libc.string cimport memcpy
 from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
@@ -23,6 +26,7 @@ from numpy.random.c_distributions cimport random_standard_uniform
 
 from ._dynamics cimport Dynamics
 from ._estimators cimport Candidate, GradientEstimator
+from ._metric cimport Metric, METRIC_IDENTITY
 from ._oracle cimport GradientOracle
 
 cnp.import_array()
@@ -66,27 +70,36 @@ cdef class ChainOracle(GradientOracle):
     ----------
     estimator : GradientEstimator
     alpha : float
-        Prior precision: the oracle returns ``alpha theta + estimate``.
+        Prior precision: the oracle returns ``alpha theta + estimate``
+        (pulled back to the metric's coordinates).
     ewsg_chain_length : int
         M; 0 disables EWSG (one candidate per gradient).
     dynamics : Dynamics or None
         Needed when M > 0 (its transition whitens the candidates).
     ewsg_x : int
         A value of ``EWSG_X_MODES``.
+    metric : Metric or None
+        The coordinates the dynamics move in (None: the identity).
+    potential : bool, default=False
+        Also compute the potential (``gradient_potential``; exact estimators
+        only: the Metropolis correction).
     """
     cdef GradientEstimator estimator
     cdef Dynamics dynamics
+    cdef Metric metric
     cdef double alpha
     cdef intp dim
     cdef int ewsg_M
     cdef int ewsg_x
     cdef _CandidateBuffer buf_a, buf_b
     cdef double[::1] scale, shift
+    cdef double[::1] theta_buf, zgrad_a, zgrad_b
     cdef int width
     cdef public long long ewsg_accepted, ewsg_proposed
 
     def __init__(self, GradientEstimator estimator, double alpha, int ewsg_chain_length=0,
-                 Dynamics dynamics=None, int ewsg_x=EWSG_X_AUTO):
+                 Dynamics dynamics=None, int ewsg_x=EWSG_X_AUTO, Metric metric=None,
+                 bint potential=False):
         cdef Py_ssize_t K = estimator.P.K
         self.estimator = estimator
         self.alpha = alpha
@@ -99,6 +112,14 @@ cdef class ChainOracle(GradientOracle):
             raise ValueError(EWSG_CYCLIC_MESSAGE)
         if ewsg_chain_length > 0 and ewsg_x == EWSG_X_MOMENTUM_STOP and not dynamics.has_momentum:
             raise ValueError("ewsg_x='momentum-stop' needs a sampler with momentum")
+        if potential and ewsg_chain_length > 0:
+            raise ValueError("the potential needs exact gradients, not EWSG candidates")
+        if potential:
+            estimator.request_potential(True)
+        self.metric = Metric(self.dim) if metric is None else metric
+        if self.metric.dim != self.dim:
+            raise ValueError("the metric has %d coordinates, the model %d"
+                             % (self.metric.dim, self.dim))
         self.dynamics = dynamics
         self.buf_a = _CandidateBuffer(estimator.max_batch, K, self.dim)
         self.buf_b = _CandidateBuffer(estimator.max_batch, K, self.dim)
@@ -106,50 +127,91 @@ cdef class ChainOracle(GradientOracle):
         self.width = width
         self.scale = np.zeros(max(self.dim * width, 1))
         self.shift = np.zeros(max(self.dim * width, 1))
+        self.theta_buf = np.zeros(max(self.dim, 1))
+        self.zgrad_a = np.zeros(max(self.dim, 1))
+        self.zgrad_b = np.zeros(max(self.dim, 1))
 
-    cdef inline double _log_weight(self, const double* theta, const double* g) noexcept nogil:
-        # ½||x + w_J||² with w_J = (c/s) ⊙ (alpha theta + g_J)
+    cdef inline double _log_weight(self, const double* gz) noexcept nogil:
+        # ½||x + w_J||² with w_J = (c/s) ⊙ g_J in the dynamics' coordinates
         cdef intp j, m
         cdef double s = 0.0, v
         for m in range(self.width):
             for j in range(self.dim):
-                v = self.shift[m * self.dim + j] + self.scale[m * self.dim + j] * (
-                    self.alpha * theta[j] + g[j])
+                v = self.shift[m * self.dim + j] + self.scale[m * self.dim + j] * gz[j]
                 s += v * v
         return 0.5 * s
 
-    cdef void gradient(self, const double* theta, double* grad) noexcept nogil:
+    cdef inline const double* _theta(self, const double* z) noexcept nogil:
+        if self.metric.kind == METRIC_IDENTITY:
+            return z
+        self.metric.to_theta(z, &self.theta_buf[0])
+        return &self.theta_buf[0]
+
+    cdef inline void _pull_back(self, const double* theta, const double* g, double* out) noexcept nogil:
+        # out = L^T (alpha theta + g) (times the metric's scale)
+        cdef intp j
+        for j in range(self.dim):
+            out[j] = self.alpha * theta[j] + g[j]
+        self.metric.grad_to_z(out)
+
+    cdef void gradient(self, const double* z, double* grad) noexcept nogil:
         cdef Candidate* cur = &self.buf_a.c
         cdef Candidate* prop = &self.buf_b.c
         cdef Candidate* tmp
+        cdef double* zc = &self.zgrad_a[0]
+        cdef double* zp = &self.zgrad_b[0]
+        cdef double* ztmp
         cdef double lw_cur, lw_prop
         cdef intp j
         cdef int m
+        cdef const double* theta = self._theta(z)
         self.estimator.begin_step(theta)
         self.estimator.candidate(theta, cur)
         if self.ewsg_M > 0:
-            self.dynamics.ewsg_whitening(&self.scale[0], &self.shift[0], self.ewsg_x)
+            self.dynamics.ewsg_whitening(z, &self.scale[0], &self.shift[0], self.ewsg_x)
             if self.ewsg_x == EWSG_X_ZERO or self.ewsg_x == EWSG_X_ONE:
                 for j in range(self.dim * self.width):
                     self.shift[j] = 0.0 if self.ewsg_x == EWSG_X_ZERO else 1.0
-            lw_cur = self._log_weight(theta, cur.grad)
+            self._pull_back(theta, cur.grad, zc)
+            lw_cur = self._log_weight(zc)
             for m in range(self.ewsg_M):
                 self.estimator.candidate(theta, prop)
-                lw_prop = self._log_weight(theta, prop.grad)
+                self._pull_back(theta, prop.grad, zp)
+                lw_prop = self._log_weight(zp)
                 self.ewsg_proposed += 1
                 if lw_prop >= lw_cur or random_standard_uniform(self.estimator.rng) < exp(lw_prop - lw_cur):
                     tmp = cur
                     cur = prop
                     prop = tmp
+                    ztmp = zc
+                    zc = zp
+                    zp = ztmp
                     lw_cur = lw_prop
                     self.ewsg_accepted += 1
-        self.estimator.commit(theta, cur)
-        for j in range(self.dim):
-            grad[j] = self.alpha * theta[j] + cur.grad[j]
+            self.estimator.commit(theta, cur)
+            memcpy(grad, zc, self.dim * sizeof(double))
+        else:
+            self.estimator.commit(theta, cur)
+            self._pull_back(theta, cur.grad, grad)
         self.n_evals = self.estimator.n_evals
 
+    cdef double gradient_potential(self, const double* z, double* grad) noexcept nogil:
+        cdef Candidate* cur = &self.buf_a.c
+        cdef const double* theta = self._theta(z)
+        cdef double sq = 0.0
+        cdef intp j
+        self.estimator.begin_step(theta)
+        self.estimator.candidate(theta, cur)
+        self.estimator.commit(theta, cur)
+        self._pull_back(theta, cur.grad, grad)
+        self.n_evals = self.estimator.n_evals
+        for j in range(self.dim):
+            sq += theta[j] * theta[j]
+        return self.metric.scale * (cur.potential + 0.5 * self.alpha * sq)
+
     def py_gradient(self, theta, bit_generator):
-        """Draw one gradient estimate at ``theta`` (testing twin)."""
+        """Draw one gradient estimate at ``theta`` (the metric's coordinates;
+        testing twin)."""
         cdef double[::1] th = np.ascontiguousarray(theta, dtype=np.float64)
         out = np.empty(self.dim)
         cdef double[::1] ov = out
@@ -159,23 +221,42 @@ cdef class ChainOracle(GradientOracle):
             self.gradient(&th[0], &ov[0])
         return out
 
+    def py_gradient_potential(self, theta, bit_generator):
+        """``(potential, gradient)`` at ``theta`` (exact oracles; testing twin)."""
+        cdef double[::1] th = np.ascontiguousarray(theta, dtype=np.float64)
+        out = np.empty(self.dim)
+        cdef double[::1] ov = out
+        cdef double u
+        cdef bitgen_t* rng = _get_bitgen(bit_generator)
+        with bit_generator.lock, nogil:
+            self.estimator.rng = rng
+            u = self.gradient_potential(&th[0], &ov[0])
+        return u, out
+
+    @property
+    def metric(self):
+        return self.metric
+
 
 cdef bitgen_t* _get_bitgen(bit_generator) except NULL:
     capsule = bit_generator.capsule
     return <bitgen_t*> PyCapsule_GetPointer(capsule, "BitGenerator")
 
 
-cdef inline bint _all_finite(const double* x, intp n) noexcept nogil:
+cdef inline bint _state_ok(const double* x, intp n, double max_sq_norm) noexcept nogil:
+    """Finite, and ``||x||^2 <= max_sq_norm``."""
     cdef intp j
+    cdef double sq = 0.0
     for j in range(n):
         if not isfinite(x[j]):
             return False
-    return True
+        sq += x[j] * x[j]
+    return sq <= max_sq_norm
 
 
 def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
                 Py_ssize_t n_steps, Py_ssize_t thin=1, out=None, bit_generator=None,
-                Py_ssize_t check_every=16):
+                Py_ssize_t check_every=16, double max_sq_norm=INFINITY):
     """Advance one chain by ``n_steps`` steps without the GIL.
 
     Parameters
@@ -183,22 +264,28 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
     oracle : ChainOracle
     dynamics : Dynamics
     theta : ndarray of shape (dim,)
-        Updated in place.
+        The chain's state in the metric's coordinates ``z``; updated in place.
     n_steps : int
     thin : int
         With ``out``: keep every ``thin``-th state.
     out : ndarray of shape (n_steps // thin, dim) or None
-        Where kept states are written.
+        Where kept states are written, mapped to the model's parameters
+        (``center + L z``).
     bit_generator : numpy.random.BitGenerator
         Source of every random number of this chain.
     check_every : int
         Steps between finiteness checks (every kept state is checked too).
+    max_sq_norm : float, default=inf
+        A state with ``||z||^2`` above it counts as diverged (in a whitened
+        metric ``||z||^2 / dim`` is about 1 under the posterior: a chain far
+        outside it has blown up even while it stays finite).
 
     Returns
     -------
     n_done : int
-        Steps completed; less than ``n_steps`` only when theta became
-        non-finite (theta then holds the last finite state).
+        Steps completed; less than ``n_steps`` only when the state became
+        non-finite or left ``max_sq_norm`` (theta then holds the last good
+        state).
     n_kept : int
         Rows of ``out`` written (all finite).
     """
@@ -215,19 +302,20 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
     cdef double[::1] last_good = np.array(theta)
     cdef intp s, n_kept = 0, n_done = 0
     cdef bint ok = True
+    cdef Metric metric = oracle.metric
     with bit_generator.lock, nogil:
         oracle.estimator.rng = rng
         for s in range(n_steps):
             dynamics.step(&theta[0], oracle, rng)
             if keep and (s + 1) % thin == 0:
-                if not _all_finite(&theta[0], dim):
+                if not _state_ok(&theta[0], dim, max_sq_norm):
                     ok = False
                     break
-                memcpy(&out_v[n_kept, 0], &theta[0], dim * sizeof(double))
+                metric.to_theta(&theta[0], &out_v[n_kept, 0])
                 n_kept += 1
                 memcpy(&last_good[0], &theta[0], dim * sizeof(double))
             elif (s + 1) % check_every == 0 or s + 1 == n_steps:
-                if not _all_finite(&theta[0], dim):
+                if not _state_ok(&theta[0], dim, max_sq_norm):
                     ok = False
                     break
                 memcpy(&last_good[0], &theta[0], dim * sizeof(double))

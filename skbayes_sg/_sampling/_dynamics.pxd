@@ -4,6 +4,14 @@
 A dynamics owns its auxiliary state (momentum, preconditioner accumulator)
 and asks the oracle for gradients; it also describes its own Gaussian
 transition to index chains (EWSG) through ``ewsg_whitening``.
+
+In a whitened metric (``reference_precision`` kappa > 0) the oracle's
+gradient is that of a target close to N(0, I / kappa): the integrators move
+the Gaussian part ``kappa z`` exactly and discretise only the remainder
+``g - kappa z``, so a Gaussian posterior has no discretisation bias at any
+step.  Dynamics whose proposal is reversible can add a Metropolis correction
+when the gradients are exact (``metropolis``); their step is then adapted
+by dual averaging while ``adapting`` is set (warm-up).
 """
 from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
@@ -23,15 +31,35 @@ cdef class Dynamics:
     cdef int ewsg_width             # whitened components per coordinate (1, or 2 for ULD)
     cdef double step_size          # h
     cdef double temperature        # T
+    cdef double kappa              # reference precision of the Gaussian part (0: none)
     cdef double[::1] grad          # scratch: g_hat
     cdef double[::1] noise         # scratch: xi
+    # Metropolis correction (exact gradients) and dual-averaging step adaptation
+    cdef bint metropolis
+    cdef bint adapting
+    cdef double target_accept
+    cdef double max_step
+    cdef double da_mu, da_log_h, da_log_hbar, da_hbar
+    cdef long long da_t
+    cdef long long n_proposed
+    cdef double accept_sum
+    # the gradient (and potential) at the current state, when the integrator reuses it
+    cdef bint cache_valid
+    cdef double cache_potential
+    cdef double[::1] cache_grad
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil
-    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil
+    cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
+                             int x_mode) noexcept nogil
+    cdef void set_step(self, double h) noexcept nogil
+    cdef void record_accept(self, double accept_prob) noexcept nogil
 
 
 cdef class SGLD(Dynamics):
-    pass
+    cdef double c_grad             # gradient coefficient (h, or (1 - e^{-kappa h}) / kappa)
+    cdef double c_noise            # noise scale
+    cdef double[::1] proposal
+    cdef double[::1] grad2
 
 
 cdef class PSGLD(Dynamics):
@@ -47,16 +75,32 @@ cdef class SGHMC(Dynamics):
 
 
 cdef class SGHMCLeapfrog(Dynamics):
-    cdef int n_leapfrog             # K
+    cdef int n_leapfrog             # K (0: from the trajectory length)
+    cdef double trajectory          # trajectory length in time units (n_leapfrog = 0)
+    cdef double jitter              # the length is drawn from [1 - jitter, 1 + jitter] x trajectory
+    cdef double rot_c, rot_s        # cos / sin of the reference rotation over one step
     cdef double[::1] momentum       # p (redrawn each outer step)
+    cdef double[::1] start          # the trajectory's start (Metropolis)
+
+    cdef void _kick(self, const double* theta, double t) noexcept nogil
 
 
 cdef class ULD(Dynamics):
     cdef double friction            # gamma
     cdef double inv_mass            # u
     cdef double[::1] velocity       # v
-    # exact OU step with the gradient frozen: means and noise Cholesky factors
-    cdef double a                   # exp(-gamma h)
-    cdef double cv, cx              # gradient coefficients in v and x
+    # exact step of the linear SDE with the remainder frozen:
+    # x' = e_xx x + e_xv v - f_x r + noise_x,  v' = e_vx x + e_vv v - f_v r + noise_v
+    cdef double e_xx, e_xv, e_vx, e_vv
+    cdef double f_x, f_v
     cdef double l_vv, l_xv, l_xx    # Cholesky of the (v, x) noise covariance
     cdef double[::1] noise2
+
+
+cdef class BAOAB(Dynamics):
+    cdef double friction            # gamma
+    cdef double rot_c, rot_s        # cos / sin of the reference rotation over h/2
+    cdef double o_decay, o_noise    # O step: p <- o_decay p + o_noise xi
+    cdef double[::1] momentum       # p
+
+    cdef void _kick(self, const double* theta, const double* g, double t) noexcept nogil

@@ -1,17 +1,58 @@
 # cython: language_level=3
-"""SGLD, pSGLD and SGHMC exactly as in ALGORITHMS.md.
+"""SGLD, pSGLD, SGHMC, SG-HMC leapfrog, ULD and BAOAB (formulas in the user guide).
 
-Each ``step`` makes the oracle calls its integrator needs and updates
-``theta`` in place.  ``ewsg_whitening`` gives, per coordinate of the
-variable that carries the noise, ``c/s`` (gradient coefficient over noise
-scale of the one-step Gaussian transition) and the whitened increment ``x``
-the EWSG weights are computed at.
+Each ``step`` makes the oracle calls its integrator needs and updates the
+state ``theta`` (the sampler's coordinates ``z``) in place.
+``ewsg_whitening`` gives, per coordinate of the variable that carries the
+noise, ``c/s`` (gradient coefficient over noise scale of the one-step
+Gaussian transition) and the whitened increment ``x`` the EWSG weights are
+computed at.
+
+With ``reference_precision`` kappa > 0 (a whitened metric) the oracle's
+gradient splits as ``g = kappa z + r``; the Gaussian part is integrated
+exactly (an exponential integrator for SGLD, a rotation for the
+Hamiltonian integrators, the exact linear SDE for ULD) and only ``r`` is
+discretised.  kappa = 0 gives the classical integrators unchanged.
 """
 import numpy as np
 
-from libc.math cimport exp, expm1, sqrt
+from libc.math cimport cos, exp, expm1, fabs, isfinite, log, sin, sqrt
+from libc.string cimport memcpy
 from numpy.random cimport bitgen_t
-from numpy.random.c_distributions cimport random_standard_normal_fill
+from numpy.random.c_distributions cimport random_standard_normal_fill, random_standard_uniform
+
+# dual averaging (Hoffman & Gelman 2014, as Stan): shrinkage gamma, offset t0, decay
+cdef double DA_GAMMA = 0.05
+cdef double DA_T0 = 10.0
+cdef double DA_KAPPA = 0.75
+# trajectories drawn from a length are cut at this many leapfrog steps (a step
+# far below the posterior's scale would otherwise cost without bound; NUTS
+# caps its trees the same way)
+cdef int MAX_LEAPFROG = 1024
+
+
+cdef inline double _accept_prob(double log_ratio) noexcept nogil:
+    if not isfinite(log_ratio):
+        return 0.0
+    if log_ratio >= 0.0:
+        return 1.0
+    return exp(log_ratio)
+
+
+cdef inline void _rotate(double* z, double* p, intp n, double c, double s, double omega,
+                         double t) noexcept nogil:
+    """Exact flow of H = omega^2 |z|^2 / 2 + |p|^2 / 2 over time t
+    (c = cos(omega t), s = sin(omega t)); omega = 0: the free drift z += t p."""
+    cdef intp j
+    cdef double zj
+    if omega == 0.0:
+        for j in range(n):
+            z[j] += t * p[j]
+        return
+    for j in range(n):
+        zj = z[j]
+        z[j] = c * zj + (s / omega) * p[j]
+        p[j] = -omega * s * zj + c * p[j]
 
 
 cdef class Dynamics:
@@ -25,38 +66,147 @@ cdef class Dynamics:
         h > 0.
     temperature : float
         T > 0: the target is exp(-U/T).
+    reference_precision : float, default=0.0
+        kappa >= 0, the curvature of the reference Gaussian in the sampler's
+        coordinates (see the module docstring).
+    metropolis : bool, default=False
+        Add a Metropolis correction (dynamics with a reversible proposal
+        only; the oracle must return exact gradients and potentials).
     """
 
-    def __init__(self, Py_ssize_t dim, double step_size, double temperature=1.0):
+    def __init__(self, Py_ssize_t dim, double step_size, double temperature=1.0,
+                 double reference_precision=0.0, bint metropolis=False):
         if not step_size > 0:
             raise ValueError("step_size must be > 0")
         if not temperature > 0:
             raise ValueError("temperature must be > 0")
+        if not reference_precision >= 0:
+            raise ValueError("reference_precision must be >= 0")
+        if metropolis and not self.supports_metropolis:
+            raise ValueError("%s has no Metropolis correction" % type(self).__name__)
         self.dim = dim
         self.ewsg_width = 1
-        self.step_size = step_size
         self.temperature = temperature
+        self.kappa = reference_precision
         self.grad = np.zeros(dim)
         self.noise = np.zeros(dim)
+        self.cache_grad = np.zeros(dim)
+        self.cache_valid = False
+        self.metropolis = metropolis
+        self.max_step = np.inf
+        self.target_accept = 0.8
+        self.set_step(step_size)
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         pass
 
-    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil:
+    cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
+                             int x_mode) noexcept nogil:
         """Per coordinate of the noise-carrying variable: scale = c/s and the
         whitened increment x for ``x_mode`` AUTO or MOMENTUM_STOP (the oracle
-        sets ZERO and ONE itself)."""
+        sets ZERO and ONE itself); ``theta`` is the point the gradient is
+        evaluated at."""
         pass
+
+    cdef void set_step(self, double h) noexcept nogil:
+        self.step_size = h
+
+    cdef void record_accept(self, double accept_prob) noexcept nogil:
+        """Acceptance statistics and, while adapting, one dual-averaging update
+        of log h toward ``target_accept``."""
+        cdef double eta, w, log_h
+        self.n_proposed += 1
+        self.accept_sum += accept_prob
+        if not self.adapting:
+            return
+        self.da_t += 1
+        eta = 1.0 / (self.da_t + DA_T0)
+        self.da_hbar = (1.0 - eta) * self.da_hbar + eta * (self.target_accept - accept_prob)
+        log_h = self.da_mu - sqrt(<double> self.da_t) / DA_GAMMA * self.da_hbar
+        if log_h > log(self.max_step):
+            log_h = log(self.max_step)
+        w = (<double> self.da_t) ** (-DA_KAPPA)
+        self.da_log_hbar = w * log_h + (1.0 - w) * self.da_log_hbar
+        self.da_log_h = log_h
+        self.set_step(exp(log_h))
+
+    # ------------------------------------------------------------ python side
+    supports_metropolis = False
+    has_momentum = False
+
+    def start_adaptation(self, double target_accept=0.8, max_step=None):
+        """Adapt h by dual averaging from now on (Metropolis dynamics)."""
+        if not self.metropolis:
+            raise ValueError("step adaptation needs the Metropolis correction")
+        self.target_accept = target_accept
+        if max_step is not None:
+            self.max_step = max_step
+        self.adapting = True
+        self.da_t = 0
+        self.da_hbar = 0.0
+        self.da_mu = log(10.0 * self.step_size)
+        self.da_log_h = log(self.step_size)
+        self.da_log_hbar = 0.0
+
+    def finish_adaptation(self):
+        """Stop adapting; h becomes the dual-averaging average. Returns h."""
+        if self.adapting and self.da_t > 0:
+            self.set_step(min(exp(self.da_log_hbar), self.max_step))
+        self.adapting = False
+        return self.step_size
+
+    def reset_acceptance(self):
+        self.n_proposed = 0
+        self.accept_sum = 0.0
+
+    @property
+    def acceptance_rate(self):
+        """Mean Metropolis acceptance probability since the last reset (nan if none)."""
+        return self.accept_sum / self.n_proposed if self.n_proposed else float("nan")
+
+    @property
+    def n_proposed(self):
+        return self.n_proposed
+
+    def py_set_step(self, double h):
+        """Change h (coefficients recomputed)."""
+        if not h > 0:
+            raise ValueError("step_size must be > 0")
+        self.set_step(h)
+
+    def invalidate_cache(self):
+        """Forget the cached gradient (after the state was changed from outside)."""
+        self.cache_valid = False
+
+    def _base_state(self):
+        return {"step_size": np.array([self.step_size]),
+                "cache": np.array(self.cache_grad),
+                "cache_scalars": np.array([self.cache_potential, float(self.cache_valid)]),
+                "adapt": np.array([float(self.adapting), self.target_accept, self.max_step,
+                                   self.da_mu, self.da_log_h, self.da_log_hbar,
+                                   self.da_hbar, float(self.da_t)])}
+
+    def _set_base_state(self, state):
+        if "step_size" in state:
+            self.set_step(float(state["step_size"][0]))
+        if "cache" in state:
+            self.cache_grad = np.array(state["cache"], dtype=np.float64)
+            self.cache_potential = float(state["cache_scalars"][0])
+            self.cache_valid = bool(state["cache_scalars"][1])
+        if "adapt" in state:
+            a = state["adapt"]
+            self.adapting = bool(a[0])
+            self.target_accept, self.max_step = a[1], a[2]
+            self.da_mu, self.da_log_h, self.da_log_hbar, self.da_hbar = a[3], a[4], a[5], a[6]
+            self.da_t = int(a[7])
 
     def get_state(self):
         """Auxiliary state as a dict of arrays (copied)."""
-        return {}
+        return self._base_state()
 
     def set_state(self, state):
         """Restore auxiliary state from :meth:`get_state` output."""
-        pass
-
-    has_momentum = False
+        self._set_base_state(state)
 
     @property
     def ewsg_width(self):
@@ -64,36 +214,97 @@ cdef class Dynamics:
         variables carry the noise)."""
         return self.ewsg_width
 
-    def py_ewsg_whitening(self, int x_mode=EWSG_X_AUTO):
+    def py_ewsg_whitening(self, int x_mode=EWSG_X_AUTO, theta=None):
         """Return ``(c/s, x)`` arrays for the current state (testing twin):
         length ``ewsg_width * dim``, component m of coordinate j at m*dim + j."""
         scale = np.empty(self.dim * self.ewsg_width)
         shift = np.empty(self.dim * self.ewsg_width)
         cdef double[::1] sv = scale, xv = shift
-        self.ewsg_whitening(&sv[0], &xv[0], x_mode)
+        cdef double[::1] th = (np.zeros(self.dim) if theta is None
+                               else np.ascontiguousarray(theta, dtype=np.float64))
+        self.ewsg_whitening(&th[0], &sv[0], &xv[0], x_mode)
         return scale, shift
 
     @property
     def step_size(self):
         return self.step_size
 
+    @property
+    def reference_precision(self):
+        return self.kappa
+
+    @property
+    def metropolis(self):
+        return self.metropolis
+
+    @property
+    def gradients_per_step(self):
+        """Gradient estimates one step draws (on average)."""
+        return 1.0
+
 
 cdef class SGLD(Dynamics):
-    """Stochastic gradient Langevin dynamics: theta <- theta - h g + sqrt(2hT) xi."""
+    """Stochastic gradient Langevin dynamics, ``z <- z - c g + s xi``.
+
+    kappa = 0 (Euler-Maruyama): ``c = h``, ``s = sqrt(2 h T)``.
+    kappa > 0 (exponential integrator: the OU part ``kappa z`` exact over h,
+    the remainder frozen): ``c = (1 - e^{-kappa h}) / kappa``,
+    ``s = sqrt(T (1 - e^{-2 kappa h}) / kappa)``.  With ``metropolis`` the
+    step is a proposal accepted with the Metropolis-Hastings ratio (MALA).
+    """
+
+    def __init__(self, Py_ssize_t dim, double step_size, double temperature=1.0,
+                 double reference_precision=0.0, bint metropolis=False):
+        self.proposal = np.zeros(dim)
+        self.grad2 = np.zeros(dim)
+        Dynamics.__init__(self, dim, step_size, temperature, reference_precision, metropolis)
+
+    supports_metropolis = True
+
+    cdef void set_step(self, double h) noexcept nogil:
+        cdef double k = self.kappa
+        self.step_size = h
+        if k > 0:
+            self.c_grad = -expm1(-k * h) / k
+            self.c_noise = sqrt(-self.temperature * expm1(-2.0 * k * h) / k)
+        else:
+            self.c_grad = h
+            self.c_noise = sqrt(2.0 * h * self.temperature)
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
-        cdef double h = self.step_size
-        cdef double s = sqrt(2.0 * h * self.temperature)
-        oracle.gradient(theta, &self.grad[0])
+        cdef double c = self.c_grad, s = self.c_noise
+        cdef double u1, fwd = 0.0, back = 0.0, v, a
+        if not self.metropolis:
+            oracle.gradient(theta, &self.grad[0])
+            random_standard_normal_fill(rng, self.dim, &self.noise[0])
+            for j in range(self.dim):
+                theta[j] += -c * self.grad[j] + s * self.noise[j]
+            return
+        if not self.cache_valid:
+            self.cache_potential = oracle.gradient_potential(theta, &self.cache_grad[0])
+            self.cache_valid = True
         random_standard_normal_fill(rng, self.dim, &self.noise[0])
         for j in range(self.dim):
-            theta[j] += -h * self.grad[j] + s * self.noise[j]
+            self.proposal[j] = theta[j] - c * self.cache_grad[j] + s * self.noise[j]
+            fwd += self.noise[j] * self.noise[j]
+        u1 = oracle.gradient_potential(&self.proposal[0], &self.grad2[0])
+        for j in range(self.dim):
+            v = (theta[j] - self.proposal[j] + c * self.grad2[j]) / s
+            back += v * v
+        a = _accept_prob(-(u1 - self.cache_potential) / self.temperature
+                         + 0.5 * fwd - 0.5 * back)
+        if random_standard_uniform(rng) < a:
+            memcpy(theta, &self.proposal[0], self.dim * sizeof(double))
+            memcpy(&self.cache_grad[0], &self.grad2[0], self.dim * sizeof(double))
+            self.cache_potential = u1
+        self.record_accept(a)
 
-    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil:
-        # c = h, s = sqrt(2hT); x = 0 (assume theta_{k+1} = theta_k)
+    cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
+                             int x_mode) noexcept nogil:
+        # c/s; x = 0 (assume z_{k+1} = z_k: the gradient-free mean is z itself)
         cdef intp j
-        cdef double w = sqrt(self.step_size / (2.0 * self.temperature))
+        cdef double w = self.c_grad / self.c_noise
         for j in range(self.dim):
             scale[j] = w
             shift[j] = 0.0
@@ -103,7 +314,8 @@ cdef class PSGLD(Dynamics):
     """Preconditioned SGLD with an RMSprop preconditioner (Gamma dropped).
 
     V <- a V + (1-a) gbar*gbar, gbar = g/n;  G = 1/(lambda + sqrt(V));
-    theta <- theta - h G g + sqrt(2 h T G) xi.
+    theta <- theta - h G g + sqrt(2 h T G) xi.  The preconditioner is its own
+    metric: pSGLD runs in the identity metric, as its paper defines it.
 
     Parameters
     ----------
@@ -141,7 +353,8 @@ cdef class PSGLD(Dynamics):
             G = 1.0 / (self.eps + sqrt(self.V[j]))
             theta[j] += -h * G * self.grad[j] + sqrt(2.0 * h * self.temperature * G) * self.noise[j]
 
-    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil:
+    cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
+                             int x_mode) noexcept nogil:
         # c = hG, s = sqrt(2hTG): c/s = sqrt(hG/(2T)), with G from the current V
         cdef intp j
         cdef double G
@@ -151,9 +364,10 @@ cdef class PSGLD(Dynamics):
             shift[j] = 0.0
 
     def get_state(self):
-        return {"V": np.array(self.V)}
+        return {**self._base_state(), "V": np.array(self.V)}
 
     def set_state(self, state):
+        self._set_base_state(state)
         if "V" in state:
             self.V = np.array(state["V"], dtype=np.float64)
 
@@ -164,9 +378,12 @@ cdef class SGHMC(Dynamics):
     theta_{k+1} = theta_k + h r_k;
     r_{k+1} = r_k - h (g(theta_k) + gamma r_k) + sqrt(2 gamma T h) xi.
 
+    The whole gradient is discretised, in any metric (its Gaussian bias is
+    known in closed form and sets the automatic step).
+
     Parameters
     ----------
-    dim, step_size, temperature : see :class:`Dynamics`
+    dim, step_size, temperature, reference_precision : see :class:`Dynamics`
     friction : float
         gamma > 0.
     r0 : ndarray of shape (dim,) or None
@@ -175,8 +392,8 @@ cdef class SGHMC(Dynamics):
     """
 
     def __init__(self, Py_ssize_t dim, double step_size, double temperature=1.0,
-                 double friction=1.0, r0=None):
-        Dynamics.__init__(self, dim, step_size, temperature)
+                 double friction=1.0, r0=None, double reference_precision=0.0):
+        Dynamics.__init__(self, dim, step_size, temperature, reference_precision)
         if not friction > 0:
             raise ValueError("friction must be > 0")
         self.friction = friction
@@ -195,7 +412,8 @@ cdef class SGHMC(Dynamics):
             theta[j] += h * r
             self.momentum[j] = r - h * (self.grad[j] + g * r) + s * self.noise[j]
 
-    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil:
+    cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
+                             int x_mode) noexcept nogil:
         # noise carried by r: c = h, s = sigma sqrt(h), sigma = sqrt(2 gamma T);
         # x = (r_{k+1} - r_k + h gamma r_k) / (sigma sqrt(h)):
         #   AUTO (r_{k+1} = r_k):      x = sqrt(h) gamma r_k / sigma
@@ -216,9 +434,10 @@ cdef class SGHMC(Dynamics):
     has_momentum = True
 
     def get_state(self):
-        return {"momentum": np.array(self.momentum)}
+        return {**self._base_state(), "momentum": np.array(self.momentum)}
 
     def set_state(self, state):
+        self._set_base_state(state)
         if "momentum" in state:
             self.momentum = np.array(state["momentum"], dtype=np.float64)
 
@@ -228,51 +447,131 @@ cdef class SGHMCLeapfrog(Dynamics):
     makes K leapfrog steps ``p -= (h/2) g(q); q += h p; p -= (h/2) g(q)`` with
     fresh stochastic gradients (K + 1 per step: the closing half-kick of one
     leapfrog step and the opening one of the next share a gradient), and
-    keeps q, with no Metropolis correction.
+    keeps q.  With kappa > 0 the drift is the exact rotation of the reference
+    Gaussian and the kicks use the remainder ``g - kappa q`` (a split
+    integrator, exact for a Gaussian target).  With ``metropolis`` (exact
+    gradients) the trajectory is accepted with the Hamiltonian's
+    Metropolis ratio: Hamiltonian Monte Carlo (K gradients per step, the one
+    at the start is kept from the previous step).
 
     Parameters
     ----------
-    dim, step_size, temperature : see :class:`Dynamics`
+    dim, step_size, temperature, reference_precision, metropolis :
+        see :class:`Dynamics`
     n_leapfrog : int
-        K >= 1.
+        K >= 1; 0 draws K per step as ``ceil(length / h)`` with the
+        trajectory length uniform in ``[1 - jitter, 1 + jitter] x trajectory``
+        (jittered lengths avoid the periodic trajectories of a fixed K).
+    trajectory : float
+        Trajectory length (time units) when ``n_leapfrog = 0``.
+    jitter : float
+        In [0, 1).
     """
 
     def __init__(self, Py_ssize_t dim, double step_size, double temperature=1.0,
-                 int n_leapfrog=10):
-        Dynamics.__init__(self, dim, step_size, temperature)
-        if n_leapfrog < 1:
-            raise ValueError("n_leapfrog must be >= 1")
+                 int n_leapfrog=10, double reference_precision=0.0, bint metropolis=False,
+                 double trajectory=1.5707963267948966, double jitter=0.4):
+        if n_leapfrog < 0:
+            raise ValueError("n_leapfrog must be >= 1 (or 0 for the trajectory length)")
+        if not trajectory > 0 or not 0 <= jitter < 1:
+            raise ValueError("trajectory must be > 0 and jitter in [0, 1)")
         self.n_leapfrog = n_leapfrog
+        self.trajectory = trajectory
+        self.jitter = jitter
         self.momentum = np.zeros(dim)
+        self.start = np.zeros(dim)
+        Dynamics.__init__(self, dim, step_size, temperature, reference_precision, metropolis)
+
+    supports_metropolis = True
+
+    cdef void set_step(self, double h) noexcept nogil:
+        cdef double omega = sqrt(self.kappa)
+        self.step_size = h
+        self.rot_c = cos(omega * h)
+        self.rot_s = sin(omega * h)
+
+    cdef void _kick(self, const double* theta, double t) noexcept nogil:
+        cdef intp j
+        cdef double k = self.kappa
+        for j in range(self.dim):
+            self.momentum[j] -= t * (self.grad[j] - k * theta[j])
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
-        cdef int l
+        cdef int l, K = self.n_leapfrog
         cdef double h = self.step_size
         cdef double sT = sqrt(self.temperature)
+        cdef double omega = sqrt(self.kappa)
+        cdef double u0 = 0.0, u1 = 0.0, kin0 = 0.0, kin1 = 0.0, a
+        if K == 0:
+            a = self.trajectory * (1.0 - self.jitter
+                                   + 2.0 * self.jitter * random_standard_uniform(rng))
+            K = <int> min(a / h + 0.999999, <double> MAX_LEAPFROG)
+            if K < 1:
+                K = 1
         random_standard_normal_fill(rng, self.dim, &self.momentum[0])
-        oracle.gradient(theta, &self.grad[0])
         for j in range(self.dim):
-            self.momentum[j] = sT * self.momentum[j] - 0.5 * h * self.grad[j]
-        for l in range(self.n_leapfrog):
+            self.momentum[j] *= sT
+        if self.metropolis:
+            if not self.cache_valid:
+                self.cache_potential = oracle.gradient_potential(theta, &self.cache_grad[0])
+                self.cache_valid = True
+            memcpy(&self.start[0], theta, self.dim * sizeof(double))
+            memcpy(&self.grad[0], &self.cache_grad[0], self.dim * sizeof(double))
+            u0 = self.cache_potential
             for j in range(self.dim):
-                theta[j] += h * self.momentum[j]
+                kin0 += self.momentum[j] * self.momentum[j]
+        else:
             oracle.gradient(theta, &self.grad[0])
-            for j in range(self.dim):
-                # a full kick between positions, a half kick after the last one
-                self.momentum[j] -= (0.5 if l == self.n_leapfrog - 1 else 1.0) * h * self.grad[j]
+        for l in range(K):
+            self._kick(theta, 0.5 * h)
+            _rotate(theta, &self.momentum[0], self.dim, self.rot_c, self.rot_s, omega, h)
+            if self.metropolis and l == K - 1:
+                u1 = oracle.gradient_potential(theta, &self.grad[0])
+            else:
+                oracle.gradient(theta, &self.grad[0])
+            self._kick(theta, 0.5 * h)
+        if not self.metropolis:
+            return
+        for j in range(self.dim):
+            kin1 += self.momentum[j] * self.momentum[j]
+        a = _accept_prob((u0 - u1 + 0.5 * (kin0 - kin1)) / self.temperature)
+        if random_standard_uniform(rng) < a:
+            memcpy(&self.cache_grad[0], &self.grad[0], self.dim * sizeof(double))
+            self.cache_potential = u1
+        else:
+            memcpy(theta, &self.start[0], self.dim * sizeof(double))
+        self.record_accept(a)
 
-    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil:
-        # one leapfrog step from a fresh p ~ N(0, T): q' = q + h p - (h^2/2) g,
-        # so q' ~ N(q - (h^2/2) g, h^2 T): c/s = h / (2 sqrt(T)); x = 0 (q' = q).
+    cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
+                             int x_mode) noexcept nogil:
+        # one step from a fresh p ~ N(0, T): q' = c q + (s/omega)(p - (h/2)(g - kappa q)),
+        # so q' ~ N(mean - (s/omega)(h/2) g, (s/omega)^2 T): c/s = h / (2 sqrt(T)) and
+        # x = (q - gradient-free mean) / ((s/omega) sqrt(T)) (0 when kappa = 0).
         # Exact for K = 1; the same whitening is used for every kick when K > 1.
         cdef intp j
-        cdef double w = self.step_size / (2.0 * sqrt(self.temperature))
+        cdef double h = self.step_size
+        cdef double w = h / (2.0 * sqrt(self.temperature))
+        cdef double omega = sqrt(self.kappa)
+        cdef double reach = self.rot_s / omega if omega > 0 else h
+        cdef double xs = 0.0
+        if omega > 0:
+            xs = (1.0 - self.rot_c - reach * 0.5 * h * self.kappa) / (reach * sqrt(self.temperature))
         for j in range(self.dim):
             scale[j] = w
-            shift[j] = 0.0
+            shift[j] = xs * theta[j]
 
     has_momentum = False  # p is redrawn every step: no momentum carried
+
+    def get_state(self):
+        return self._base_state()
+
+    @property
+    def gradients_per_step(self):
+        cdef double K = self.n_leapfrog
+        if K == 0:
+            K = min(np.ceil(self.trajectory / self.step_size), MAX_LEAPFROG)
+        return K if self.metropolis else K + 1.0
 
 
 cdef class ULD(Dynamics):
@@ -289,9 +588,14 @@ cdef class ULD(Dynamics):
     Cov = (u T/gamma)(1 - a)^2, Var xi_x = (u T/gamma^2)(2 gamma h + 4a - a^2 - 3).
     The stationary law is exp(-U(x)/T - |v|^2 / (2 u T)).
 
+    With kappa > 0 only the remainder ``g - kappa x`` is frozen: the linear
+    SDE of the damped harmonic oscillator (force ``-u kappa x``) is
+    integrated exactly (matrix exponentials, Van Loan's method for the noise),
+    so a Gaussian target is sampled without bias at any h.
+
     Parameters
     ----------
-    dim, step_size, temperature : see :class:`Dynamics`
+    dim, step_size, temperature, reference_precision : see :class:`Dynamics`
     friction : float
         gamma > 0.
     inv_mass : float
@@ -301,8 +605,9 @@ cdef class ULD(Dynamics):
     """
 
     def __init__(self, Py_ssize_t dim, double step_size, double temperature=1.0,
-                 double friction=2.0, double inv_mass=1.0, v0=None):
-        Dynamics.__init__(self, dim, step_size, temperature)
+                 double friction=2.0, double inv_mass=1.0, v0=None,
+                 double reference_precision=0.0):
+        Dynamics.__init__(self, dim, step_size, temperature, reference_precision)
         if not friction > 0 or not inv_mass > 0:
             raise ValueError("friction and inv_mass must be > 0")
         self.ewsg_width = 2
@@ -310,51 +615,41 @@ cdef class ULD(Dynamics):
         self.inv_mass = inv_mass
         self.velocity = np.zeros(dim) if v0 is None else np.array(v0, dtype=np.float64)
         self.noise2 = np.zeros(dim)
-        g, h, u, T = friction, step_size, inv_mass, temperature
-        em1 = expm1(-g * h)                  # a - 1, accurate for small gamma h
-        a = 1.0 + em1
-        self.a = a
-        self.cv = -(u / g) * em1             # (u/gamma)(1 - a)
-        self.cx = (u / g) * (h + em1 / g)    # (u/gamma)(h - (1 - a)/gamma)
-        s_vv = -u * T * em1 * (2.0 + em1)    # u T (1 - a^2)
-        s_xv = (u * T / g) * em1 * em1       # (u T/gamma)(1 - a)^2
-        # 2 gamma h + 4a - a^2 - 3 = 2 (gamma h + em1) - em1^2
-        s_xx = (u * T / (g * g)) * (2.0 * (g * h + em1) - em1 * em1)
-        self.l_vv = sqrt(s_vv)
-        self.l_xv = s_xv / self.l_vv
-        self.l_xx = sqrt(max(s_xx - self.l_xv * self.l_xv, 0.0))
+        coef = uld_coefficients(step_size, friction, inv_mass, temperature, reference_precision)
+        (self.e_xx, self.e_xv, self.e_vx, self.e_vv, self.f_x, self.f_v,
+         self.l_vv, self.l_xv, self.l_xx) = coef
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
-        cdef double v, xi1, xi2
-        cdef double one_minus_a_over_g = (1.0 - self.a) / self.friction
+        cdef double x, v, r, xi1, xi2
         oracle.gradient(theta, &self.grad[0])
         random_standard_normal_fill(rng, self.dim, &self.noise[0])
         random_standard_normal_fill(rng, self.dim, &self.noise2[0])
         for j in range(self.dim):
+            x = theta[j]
             v = self.velocity[j]
+            r = self.grad[j] - self.kappa * x
             xi1 = self.noise[j]
             xi2 = self.noise2[j]
-            theta[j] += (one_minus_a_over_g * v - self.cx * self.grad[j]
-                         + self.l_xv * xi1 + self.l_xx * xi2)
-            self.velocity[j] = self.a * v - self.cv * self.grad[j] + self.l_vv * xi1
+            theta[j] = (self.e_xx * x + self.e_xv * v - self.f_x * r
+                        + self.l_xv * xi1 + self.l_xx * xi2)
+            self.velocity[j] = self.e_vx * x + self.e_vv * v - self.f_v * r + self.l_vv * xi1
 
-    cdef void ewsg_whitening(self, double* scale, double* shift, int x_mode) noexcept nogil:
-        # The gradient moves the mean of (v', x') by -(cv, cx) g; whitening with
+    cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
+                             int x_mode) noexcept nogil:
+        # The gradient moves the mean of (v', x') by -(f_v, f_x) g; whitening with
         # the Cholesky factor L = [[l_vv, 0], [l_xv, l_xx]] gives two components
-        # per coordinate: w_v = (cv / l_vv) g, w_x = ((cx - l_xv cv / l_vv) / l_xx) g.
+        # per coordinate: w_v = (f_v / l_vv) g, w_x = ((f_x - l_xv f_v / l_vv) / l_xx) g.
         # x (auto): v' = v (the momentum analogue of r_{k+1} = r_k) and x' at its
         # gradient-free mean; MOMENTUM_STOP: v' = 0.
         cdef intp j
-        cdef double av = self.cv / self.l_vv
-        cdef double ax = (self.cx - self.l_xv * av) / self.l_xx if self.l_xx > 0 else 0.0
-        cdef double xv_coef, xx_coef
-        cdef double target
+        cdef double av = self.f_v / self.l_vv
+        cdef double ax = (self.f_x - self.l_xv * av) / self.l_xx if self.l_xx > 0 else 0.0
+        cdef double xv_coef, xx_coef, target, mean_v
         for j in range(self.dim):
             target = 0.0 if x_mode == EWSG_X_MOMENTUM_STOP else self.velocity[j]
-            # whitened v-residual of (v' - a v) at v' = target; x component from
-            # the gradient-free x' (residual 0) minus the v correlation
-            xv_coef = (target - self.a * self.velocity[j]) / self.l_vv
+            mean_v = (self.e_vx + self.f_v * self.kappa) * theta[j] + self.e_vv * self.velocity[j]
+            xv_coef = (target - mean_v) / self.l_vv
             xx_coef = -self.l_xv * xv_coef / self.l_xx if self.l_xx > 0 else 0.0
             scale[j] = av
             shift[j] = xv_coef
@@ -364,8 +659,140 @@ cdef class ULD(Dynamics):
     has_momentum = True
 
     def get_state(self):
-        return {"velocity": np.array(self.velocity)}
+        return {**self._base_state(), "velocity": np.array(self.velocity)}
 
     def set_state(self, state):
+        self._set_base_state(state)
         if "velocity" in state:
             self.velocity = np.array(state["velocity"], dtype=np.float64)
+
+
+def uld_coefficients(double h, double gamma, double u, double T, double kappa):
+    """Coefficients of ULD's exact step (see :class:`ULD`).
+
+    Returns
+    -------
+    tuple
+        ``(e_xx, e_xv, e_vx, e_vv, f_x, f_v, l_vv, l_xv, l_xx)``.
+    """
+    if kappa == 0.0:
+        em1 = expm1(-gamma * h)                  # a - 1, accurate for small gamma h
+        a = 1.0 + em1
+        f_v = -(u / gamma) * em1                 # (u/gamma)(1 - a)
+        f_x = (u / gamma) * (h + em1 / gamma)    # (u/gamma)(h - (1 - a)/gamma)
+        s_vv = -u * T * em1 * (2.0 + em1)        # u T (1 - a^2)
+        s_xv = (u * T / gamma) * em1 * em1       # (u T/gamma)(1 - a)^2
+        # 2 gamma h + 4a - a^2 - 3 = 2 (gamma h + em1) - em1^2
+        s_xx = (u * T / (gamma * gamma)) * (2.0 * (gamma * h + em1) - em1 * em1)
+        e = (1.0, -em1 / gamma, 0.0, a)
+    else:
+        from scipy.linalg import expm
+        A = np.array([[0.0, 1.0], [-u * kappa, -gamma]])
+        E = expm(A * h)
+        # forcing: integral_0^h e^{A s} ds (augmented exponential)
+        aug = np.zeros((4, 4))
+        aug[:2, :2] = A * h
+        aug[:2, 2:] = np.eye(2) * h
+        G = expm(aug)[:2, 2:]
+        f_x, f_v = u * G[0, 1], u * G[1, 1]
+        # noise covariance (Van Loan): the stationary law N(0, diag(T/kappa, u T))
+        # is preserved, so Q = S - E S E^T exactly
+        S = np.diag([T / kappa, u * T])
+        Q = S - E @ S @ E.T
+        s_xx, s_xv, s_vv = Q[0, 0], Q[0, 1], Q[1, 1]
+        e = (E[0, 0], E[0, 1], E[1, 0], E[1, 1])
+    l_vv = sqrt(s_vv)
+    l_xv = s_xv / l_vv
+    l_xx = sqrt(max(s_xx - l_xv * l_xv, 0.0))
+    return (*e, f_x, f_v, l_vv, l_xv, l_xx)
+
+
+cdef class BAOAB(Dynamics):
+    """Underdamped Langevin by the BAOAB splitting (Leimkuhler & Matthews).
+
+    B: ``p -= (h/2) g``; A: ``z += (h/2) p``; O: ``p <- e^{-gamma h} p +
+    sqrt(T (1 - e^{-2 gamma h})) xi``; one step is B A O A B, and the closing
+    B of a step and the opening B of the next share one gradient (one
+    estimate per step).  Second order in h for the configurational law.  With
+    kappa > 0 the A steps are exact rotations of the reference Gaussian and
+    the B steps kick with the remainder ``g - kappa z``: a Gaussian target is
+    sampled exactly at any h, and the bias left is second order in the
+    remainder.
+
+    Parameters
+    ----------
+    dim, step_size, temperature, reference_precision : see :class:`Dynamics`
+    friction : float
+        gamma > 0.
+    p0 : ndarray of shape (dim,) or None
+        Initial momentum (None: zeros).
+    """
+
+    def __init__(self, Py_ssize_t dim, double step_size, double temperature=1.0,
+                 double friction=1.0, p0=None, double reference_precision=0.0):
+        if not friction > 0:
+            raise ValueError("friction must be > 0")
+        self.friction = friction
+        self.momentum = np.zeros(dim) if p0 is None else np.array(p0, dtype=np.float64)
+        Dynamics.__init__(self, dim, step_size, temperature, reference_precision)
+
+    cdef void set_step(self, double h) noexcept nogil:
+        cdef double omega = sqrt(self.kappa)
+        self.step_size = h
+        self.rot_c = cos(0.5 * omega * h)
+        self.rot_s = sin(0.5 * omega * h)
+        self.o_decay = exp(-self.friction * h)
+        self.o_noise = sqrt(-self.temperature * expm1(-2.0 * self.friction * h))
+
+    cdef void _kick(self, const double* theta, const double* g, double t) noexcept nogil:
+        cdef intp j
+        cdef double k = self.kappa
+        for j in range(self.dim):
+            self.momentum[j] -= t * (g[j] - k * theta[j])
+
+    cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
+        cdef intp j
+        cdef double h = self.step_size
+        cdef double omega = sqrt(self.kappa)
+        if not self.cache_valid:
+            oracle.gradient(theta, &self.cache_grad[0])
+            self.cache_valid = True
+        self._kick(theta, &self.cache_grad[0], 0.5 * h)
+        _rotate(theta, &self.momentum[0], self.dim, self.rot_c, self.rot_s, omega, 0.5 * h)
+        random_standard_normal_fill(rng, self.dim, &self.noise[0])
+        for j in range(self.dim):
+            self.momentum[j] = self.o_decay * self.momentum[j] + self.o_noise * self.noise[j]
+        _rotate(theta, &self.momentum[0], self.dim, self.rot_c, self.rot_s, omega, 0.5 * h)
+        oracle.gradient(theta, &self.cache_grad[0])
+        self._kick(theta, &self.cache_grad[0], 0.5 * h)
+
+    cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
+                             int x_mode) noexcept nogil:
+        # The candidate g_J for the new point enters p through the closing and
+        # the next opening half-kicks (-h g_J), is rotated by A(h/2) and
+        # damped by O, whose noise carries it: p_O = e^{-gamma h}(-omega s z +
+        # c (p + h kappa z - h g_J)) + sigma xi.  So c/s = e^{-gamma h} c h / sigma
+        # and x = (target - gradient-free mean) / sigma with target p (auto:
+        # r_{k+1} = r_k) or 0 (momentum-stop).
+        cdef intp j
+        cdef double h = self.step_size
+        cdef double omega = sqrt(self.kappa)
+        cdef double d = self.o_decay, c = self.rot_c, s = self.rot_s
+        cdef double sig = self.o_noise
+        cdef double w = d * c * h / sig
+        cdef double target, mean
+        for j in range(self.dim):
+            target = 0.0 if x_mode == EWSG_X_MOMENTUM_STOP else self.momentum[j]
+            mean = d * ((-omega * s + c * h * self.kappa) * theta[j] + c * self.momentum[j])
+            scale[j] = w
+            shift[j] = (target - mean) / sig
+
+    has_momentum = True
+
+    def get_state(self):
+        return {**self._base_state(), "momentum": np.array(self.momentum)}
+
+    def set_state(self, state):
+        self._set_base_state(state)
+        if "momentum" in state:
+            self.momentum = np.array(state["momentum"], dtype=np.float64)

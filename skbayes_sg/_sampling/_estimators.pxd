@@ -11,7 +11,7 @@ from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
 
 from ._dataset cimport RowStore, RowData, row_dot, row_axpy, row_prefetch
-from ._models cimport glm_residual
+from ._models cimport glm_loss, glm_residual
 
 
 ctypedef struct Candidate:
@@ -19,6 +19,7 @@ ctypedef struct Candidate:
     intp size          # number of indices used
     double* resid      # size x K residuals phi'(z_j, y_j) at theta
     double* grad       # K*dext: estimate of sum_i grad U_i(theta)
+    double potential   # sum_i U_i(theta): filled by exact estimators when asked
 
 
 ctypedef struct ProblemStore:
@@ -54,6 +55,7 @@ cdef class GradientEstimator:
     cdef long long n_evals
     cdef double[::1] zbuf        # K scratch
     cdef double[::1] rbuf        # K scratch
+    cdef bint with_potential     # also compute sum_i U_i (exact estimators; Metropolis)
 
     cdef void begin_step(self, const double* theta) noexcept nogil
     cdef void candidate(self, const double* theta, Candidate* c) noexcept nogil

@@ -131,6 +131,7 @@ cdef class GradientEstimator:
         c.size = idx.size
         c.resid = &resid[0]
         c.grad = &ov[0]
+        c.potential = 0.0
         self.evaluate(&th[0], &c)
         return out
 
@@ -148,6 +149,17 @@ cdef class GradientEstimator:
         """Whether successive minibatches follow a fixed order (no random draw)."""
         return False
 
+    @property
+    def exact(self):
+        """Whether the estimate is the exact data gradient."""
+        return False
+
+    def request_potential(self, bint flag):
+        """Ask an exact estimator to also return ``sum_i U_i`` (Metropolis)."""
+        if flag and not self.exact:
+            raise ValueError("only an exact (full-data) estimator can give the potential")
+        self.with_potential = flag
+
 
 cdef class FullGradient(GradientEstimator):
     """Exact data gradient ``sum_i grad U_i`` (with SGLD: ULA / LMC)."""
@@ -159,11 +171,22 @@ cdef class FullGradient(GradientEstimator):
     cdef void evaluate(self, const double* theta, Candidate* c) noexcept nogil:
         cdef const ProblemStore* P = self.P
         cdef intp i
+        cdef double u = 0.0
         memset(c.grad, 0, P.dim * sizeof(double))
         for i in range(P.n):
             datum_residual(P, i, theta, &self.zbuf[0], &self.rbuf[0])
+            if self.with_potential:  # z_i is in zbuf: the loss costs no second dot product
+                u += glm_loss(P.model, &self.zbuf[0], P.K, P.y + i * P.y_stride,
+                              P.inv_noise_var)
             row_axpy(P.X, i, &self.rbuf[0], P.K, c.grad)
+        c.potential = u
         self.n_evals += P.n
+
+    @property
+    def exact(self):
+        """Whether the estimate is the exact data gradient (a Metropolis
+        correction can then use it)."""
+        return True
 
 
 cdef class UniformSubsampling(GradientEstimator):
@@ -314,11 +337,14 @@ cdef class GLMEstimator(GradientEstimator):
         Enables the adaptive size with this coefficient.
     centre : ndarray of shape (dim,) or None
         Centre of the adaptive rule (the mode).
+    alias : tuple of ndarrays or None
+        ``alias_table(weights)`` when already built (it is O(n) Python).
     """
 
     def __init__(self, Problem problem, Py_ssize_t batch_size, str access="random",
                  str control="none", Py_ssize_t period=0, weights=None, control_point=None,
-                 control_residuals=None, control_sum=None, adaptive_coef=None, centre=None):
+                 control_residuals=None, control_sum=None, adaptive_coef=None, centre=None,
+                 alias=None):
         GradientEstimator.__init__(self, problem)
         cdef intp n = problem.store.n
         cdef intp K = problem.store.K
@@ -353,9 +379,9 @@ cdef class GLMEstimator(GradientEstimator):
             if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
                 raise ValueError("weights must be n positive finite numbers")
             w = w / w.sum()
-            prob, alias = alias_table(w)
-            self.alias_prob = prob
-            self.alias_index = alias
+            prob, index = alias_table(w) if alias is None else alias
+            self.alias_prob = np.asarray(prob, dtype=np.float64)
+            self.alias_index = np.asarray(index, dtype=np.intp)
             self.inv_np = 1.0 / (n * w)
         else:
             self.alias_prob = np.ones(1)

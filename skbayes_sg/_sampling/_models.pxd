@@ -7,7 +7,7 @@ a K-vector of *residuals* times the row.  Only the residual is model
 specific; it is an inline function picked by an integer constant, so the
 per-datum call costs no virtual dispatch.
 """
-from libc.math cimport exp, log1p, fabs
+from libc.math cimport exp, log, log1p, fabs
 
 cdef enum ModelKind:
     LOGISTIC = 0      # y in {0, 1}, K = 1
@@ -49,3 +49,29 @@ cdef inline void glm_residual(int model, const double* z, int K, const double* y
         for k in range(K):
             r[k] /= s
         r[<int> y[0]] -= 1.0
+
+
+cdef inline double glm_loss(int model, const double* z, int K, const double* y,
+                            double inv_noise_var) noexcept nogil:
+    """phi(z, y) = U_i: the datum's negative log-likelihood (up to a constant
+    for the Gaussian), computed stably; the Metropolis correction needs it."""
+    cdef int k
+    cdef double m, s, v
+    if model == LOGISTIC:
+        # log(1 + e^z) - y z, without overflow for large |z|
+        v = z[0]
+        return (v if v > 0 else 0.0) + log1p(exp(-fabs(v))) - y[0] * v
+    elif model == GAUSSIAN:
+        s = 0.0
+        for k in range(K):
+            v = z[k] - y[k]
+            s += v * v
+        return 0.5 * s * inv_noise_var
+    m = z[0]
+    for k in range(1, K):
+        if z[k] > m:
+            m = z[k]
+    s = 0.0
+    for k in range(K):
+        s += exp(z[k] - m)
+    return m + log(s) - z[<int> y[0]]

@@ -33,3 +33,11 @@ def py_glm_residual(int model, const double[::1] z, y, double inv_noise_var=1.0)
     cdef double[::1] rv = r
     glm_residual(model, &z[0], K, &yv[0], inv_noise_var, &rv[0])
     return r
+
+
+def py_glm_loss(int model, const double[::1] z, y, double inv_noise_var=1.0):
+    """Per-datum potential ``phi(z, y)`` computed by the engine's inline kernel
+    (testing twin of ``glm_loss``)."""
+    cdef int K = z.shape[0]
+    cdef double[::1] yv = np.atleast_1d(np.asarray(y, dtype=np.float64)).copy()
+    return glm_loss(model, &z[0], K, &yv[0], inv_noise_var)

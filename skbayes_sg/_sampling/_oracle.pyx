@@ -3,10 +3,15 @@
 
 
 cdef class GradientOracle:
-    """Base class: ``gradient(theta, grad)`` writes an estimate of grad U."""
+    """Base class: ``gradient(theta, grad)`` writes an estimate of grad U;
+    ``gradient_potential`` also returns U (exact oracles only)."""
 
     cdef void gradient(self, const double* theta, double* grad) noexcept nogil:
         pass
+
+    cdef double gradient_potential(self, const double* theta, double* grad) noexcept nogil:
+        self.gradient(theta, grad)
+        return 0.0
 
     @property
     def n_evals(self):
