@@ -1,25 +1,74 @@
-"""Shared machinery of the SG-MCMC linear estimators."""
+"""Shared machinery of the SG-MCMC linear estimators.
+
+``fit`` is a pipeline: validate the data and the parameters; find the mode
+and build the metric; resolve every ``"auto"`` setting (sampler, gradient
+estimator, step, batch) from the error model; start the chains
+overdispersed; warm up and sample until the effective sample size reaches
+its target (:mod:`._sampling._schedule`); store the draws and say whether
+they can be trusted.
+"""
 import numbers
+import warnings
 from abc import abstractmethod
+from dataclasses import dataclass, field
 
 import numpy as np
-from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
+from threadpoolctl import threadpool_limits
 
+from ._sampling import _error_model, _schedule
 from ._sampling._chain import EWSG_CYCLIC_MESSAGE, EWSG_X_MODES
 from ._sampling._context import FitContext
+from ._sampling._metric import Metric
 from ._sampling._registry import (
-    ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise)
-from ._sampling._runner import ChainSpec, run_chain
+    ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise, noise_per_row)
+from ._sampling._runner import ChainPool, ChainSpec, initial_state
 
 DEFAULT_BATCH_SIZE = 100
+#: the dense (Cholesky) Laplace metric up to this many parameters, a
+#: diagonal one above (a step costs O(dim^2) in a dense metric)
+MAX_DENSE_METRIC = 2000
+#: full gradients (exact, Metropolis-adjusted) when the whole fit with them
+#: costs less than this many flops, or when subsampling would save less than
+#: FULL_GRADIENT_PREFERENCE times their cost
+CHEAP_FIT_FLOPS = 2e9
+FULL_GRADIENT_PREFERENCE = 2.0
+#: data passes an effective draw costs with exact gradients (Metropolis-adjusted
+#: HMC in the Laplace metric: 2-8 on the benchmark posteriors)
+FULL_PASSES_PER_DRAW = 4.0
+#: in a whitened metric ``||z||^2 / dim`` is about 1 under the posterior; a chain
+#: whose root-mean-square distance exceeds this many sds has blown up
+DIVERGENCE_SD = 50.0
+#: initial (and largest) steps of the Metropolis-adjusted dynamics in a
+#: whitened metric; dual averaging adapts them during warm-up
+MH_STEP = {"sgld": (1.0, 3.0), "sghmc-leapfrog": (0.5, np.pi / 2)}
+#: chains start at draws of the Laplace approximation with sds this much wider
+#: (overdispersed, so that split R-hat can see chains that have not converged)
+OVERDISPERSION = 2.0
 
 
 class SamplingDivergedError(FloatingPointError, ValueError):
-    """A chain produced non-finite parameters (the step size is too large)."""
+    """A chain diverged: non-finite parameters, or far outside the posterior."""
+
+
+@dataclass
+class FitSetup:
+    """Every setting a fit resolved (kept for warm starts)."""
+
+    sampler: str
+    subsampling: str
+    metric: dict                       # Metric.get_config()
+    metropolis: bool
+    sampler_config: dict
+    subsampling_config: dict
+    batch_size: int
+    iat: float                         # predicted steps per effective draw
+    predicted_variance_error: float
+    momentum_scale: float = 1.0
+    notes: dict = field(default_factory=dict)
 
 
 class BaseSGMCMC(BaseEstimator):
@@ -30,13 +79,18 @@ class BaseSGMCMC(BaseEstimator):
     """
 
     _parameter_constraints = {
-        "sampler": [StrOptions(set(SAMPLERS))],
-        "subsampling": [StrOptions(set(SUBSAMPLINGS))],
+        "sampler": [StrOptions(set(SAMPLERS) | {"auto"})],
+        "subsampling": [StrOptions(set(SUBSAMPLINGS) | {"auto"})],
+        "metric": [StrOptions({"auto", "dense", "diagonal", "identity"})],
+        "metropolis": ["boolean", StrOptions({"auto"})],
         "step_size": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "n_samples": [Interval(numbers.Integral, 1, None, closed="left")],
-        "n_warmup": [Interval(numbers.Integral, 0, None, closed="left")],
-        "thin": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_samples": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "n_warmup": [Interval(numbers.Integral, 0, None, closed="left"), StrOptions({"auto"})],
+        "thin": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "target_ess": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "max_passes": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "max_time": [Interval(numbers.Real, 0, None, closed="neither"), None],
         "n_chains": [Interval(numbers.Integral, 1, None, closed="left")],
         "n_jobs": [numbers.Integral, None],
         "random_state": ["random_state"],
@@ -44,7 +98,7 @@ class BaseSGMCMC(BaseEstimator):
         "fit_intercept": ["boolean"],
         "temperature": [Interval(numbers.Real, 0, None, closed="neither")],
         "friction": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "init": [StrOptions({"mode", "zeros", "prior"}), "array-like"],
+        "init": [StrOptions({"auto", "laplace", "mode", "zeros", "prior"}), "array-like"],
         "ewsg_chain_length": [Interval(numbers.Integral, 0, None, closed="left")],
         "ewsg_x": [StrOptions(set(EWSG_X_MODES))],
         "access": [StrOptions({"random", "reshuffle", "cyclic"})],
@@ -53,7 +107,7 @@ class BaseSGMCMC(BaseEstimator):
         "pv_threshold": [Interval(numbers.Real, 0, None, closed="neither"),
                          StrOptions({"auto", "pilot"})],
         "pilot_steps": [Interval(numbers.Integral, 1, None, closed="left")],
-        "n_leapfrog": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_leapfrog": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "inv_mass": [Interval(numbers.Real, 0, None, closed="neither")],
         "warm_start": ["boolean"],
         "verbose": ["verbose"],
@@ -62,13 +116,18 @@ class BaseSGMCMC(BaseEstimator):
     def __init__(
         self,
         *,
-        sampler="sgld",
-        subsampling="uniform",
+        sampler="auto",
+        subsampling="auto",
+        metric="auto",
+        metropolis="auto",
         step_size="auto",
         batch_size="auto",
-        n_samples=1000,
-        n_warmup=1000,
-        thin=1,
+        n_samples="auto",
+        n_warmup="auto",
+        thin="auto",
+        target_ess="auto",
+        max_passes=20000,
+        max_time=None,
         n_chains=4,
         n_jobs=None,
         random_state=None,
@@ -76,25 +135,30 @@ class BaseSGMCMC(BaseEstimator):
         fit_intercept=True,
         temperature=1.0,
         friction="auto",
-        init="mode",
+        init="auto",
         ewsg_chain_length=1,
         ewsg_x="auto",
         access="random",
         snapshot_period="auto",
         pv_threshold="auto",
         pilot_steps=500,
-        n_leapfrog=10,
+        n_leapfrog="auto",
         inv_mass=1.0,
         warm_start=False,
         verbose=0,
     ):
         self.sampler = sampler
         self.subsampling = subsampling
+        self.metric = metric
+        self.metropolis = metropolis
         self.step_size = step_size
         self.batch_size = batch_size
         self.n_samples = n_samples
         self.n_warmup = n_warmup
         self.thin = thin
+        self.target_ess = target_ess
+        self.max_passes = max_passes
+        self.max_time = max_time
         self.n_chains = n_chains
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -145,148 +209,394 @@ class BaseSGMCMC(BaseEstimator):
         -------
         self : object
             Fitted estimator with ``coef_samples_`` and friends.
+
+        Warns
+        -----
+        MCMCConvergenceWarning
+            (a :class:`sklearn.exceptions.ConvergenceWarning`) when the draws
+            fall short: the smallest bulk effective sample size is below its
+            target, or a split R-hat is above 1.01.  The message names what to
+            change.  A fit that reached both stays silent.
+
+        Raises
+        ------
+        SamplingDivergedError
+            When a chain diverged (no draws are kept).
         """
         self._validate_params()
         continuing = self.warm_start and hasattr(self, "_chain_states")
-        if continuing and len(self._chain_states) != self.n_chains:
-            raise ValueError(
-                f"warm_start=True continues the {len(self._chain_states)} previous chains; "
-                f"n_chains={self.n_chains} differs. Set n_chains={len(self._chain_states)} "
-                "or warm_start=False.")
-        if continuing and self._chain_sampler != self.sampler:
-            raise ValueError(
-                f"warm_start=True continues the previous sampler={self._chain_sampler!r} "
-                f"chains; sampler={self.sampler!r} differs. Set "
-                f"sampler={self._chain_sampler!r} or warm_start=False.")
-        if continuing and self._chain_subsampling != self.subsampling:
-            raise ValueError(
-                f"warm_start=True continues the previous subsampling="
-                f"{self._chain_subsampling!r} chains; subsampling={self.subsampling!r} "
-                f"differs. Set subsampling={self._chain_subsampling!r} or warm_start=False.")
+        if continuing:
+            self._check_continuation()
         X, y = self._validate_X_y(X, y, reset=not continuing)
         y_enc = self._encode_targets(y)
         glm = self._make_glm(X, y_enc)
+        # one BLAS thread: the chains run in threads of their own, and a
+        # multithreaded BLAS on busy cores slows set-up by orders of magnitude
+        with threadpool_limits(limits=1, user_api="blas"):
+            self._fit(X, y_enc, glm, continuing)
+        self._warn_if_unreliable()
+        return self
+
+    def _check_continuation(self):
+        previous = self._chain_request
+        for name in ("n_chains", "sampler", "subsampling", "metric"):
+            if previous[name] != getattr(self, name):
+                raise ValueError(
+                    f"warm_start=True continues the previous {name}={previous[name]!r} "
+                    f"chains; {name}={getattr(self, name)!r} differs. Set "
+                    f"{name}={previous[name]!r} or warm_start=False.")
+
+    def _fit(self, X, y, glm, continuing):
         n = X.shape[0]
         batch = DEFAULT_BATCH_SIZE if self.batch_size == "auto" else self.batch_size
-        ctx = FitContext(X, y_enc, glm, float(self.alpha), bool(self.fit_intercept),
+        ctx = FitContext(X, y, glm, float(self.alpha), bool(self.fit_intercept),
                          int(min(batch, n)))
+        ctx.options.update(temperature=float(self.temperature), access=self.access,
+                           snapshot_period=self.snapshot_period,
+                           pv_threshold=self.pv_threshold, pilot_steps=self.pilot_steps,
+                           n_leapfrog=self.n_leapfrog, inv_mass=self.inv_mass)
         self._fit_context_hook(ctx)
-        if self.access != "random" and self.subsampling not in ACCESS_SUBSAMPLINGS:
-            raise ValueError(
-                f"access={self.access!r} does not apply to subsampling={self.subsampling!r}, "
-                "which draws from its own weights. Use access='random' or one of "
-                f"subsampling in {sorted(ACCESS_SUBSAMPLINGS)}.")
-        if (SUBSAMPLINGS[self.subsampling].index_chain and self.ewsg_x == "momentum-stop"
-                and not SAMPLERS[self.sampler].has_momentum):
-            raise ValueError(
-                f"ewsg_x='momentum-stop' assumes r_(k+1) = 0 and needs a sampler with momentum; "
-                f"sampler={self.sampler!r} has none. Use ewsg_x='auto' or sampler='sghmc'.")
-        if SUBSAMPLINGS[self.subsampling].index_chain and self.access == "cyclic":
-            raise ValueError(f"subsampling={self.subsampling!r}, access='cyclic': "
-                             + EWSG_CYCLIC_MESSAGE)
-        if not continuing:
+        if continuing:
+            setup = self._fit_setup
+            if hasattr(self, "mode_"):
+                ctx._cache["mode"] = self.mode_.ravel().copy()  # the mode does not move
+            states = self._chain_states
+        else:
             seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
             seeds = np.random.SeedSequence(seed).spawn(self.n_chains + 1)
-        ctx.options.update(
-            access=self.access, snapshot_period=self.snapshot_period,
-            pv_threshold=self.pv_threshold, pilot_steps=self.pilot_steps,
-            step_size=self.step_size,
-            n_leapfrog=self.n_leapfrog, inv_mass=self.inv_mass,
             # the set-up's own randomness (pilot chains) never shares a chain's stream
-            pilot_seed=None if continuing else seeds[-1])
-        if continuing and hasattr(self, "mode_"):
-            ctx._cache["mode"] = self.mode_.ravel().copy()  # the mode does not move
-
-        step_size, friction = self.step_size, self.friction
-        if continuing:
-            # the chains continue where they stopped: no new start point (no
-            # mode search), and "auto" settings keep the values resolved when
-            # the chains started, so that k calls of n steps equal one of k*n
-            theta0 = None
-            if step_size == "auto":
-                step_size = self.step_size_
-            if friction == "auto" and hasattr(self, "friction_"):
-                friction = self.friction_
-        else:
-            theta0 = self._initial_theta(ctx)
-            if isinstance(self.init, str) and self.init == "prior":
-                # the chains start at independent prior draws, but the
-                # automatic settings are calibrated where they will sample:
-                # near the mode (calibrating at zeros gave steps ~40x too small)
-                theta0 = ctx.mode()
-            else:
-                ctx.options["shared_start"] = theta0  # every chain starts here
-        sub = SUBSAMPLINGS[self.subsampling]
-        if continuing:
-            # same estimator set-up as when the chains started (mode, weights,
-            # pilot threshold, tables): the continuation is one longer run
-            sub_config = self._subsampling_config
-        else:
-            sub_config = sub.prepare(ctx)
-        noise = GradientNoise(ctx, sub, theta0)
-        samp_config = SAMPLERS[self.sampler].prepare(
-            ctx, theta0, step_size, friction, noise, float(self.temperature))
-        use_ewsg = sub.index_chain
+            ctx.options["pilot_seed"] = seeds[-1]
+            setup = self._resolve_setup(ctx)
+            states = [initial_state(s, z0) for s, z0 in
+                      zip(seeds[:self.n_chains], self._start_points(ctx, setup, seeds))]
+        metric = Metric.from_config(setup.metric)
         spec = ChainSpec(
             model=glm.name, n_outputs=glm.n_outputs, noise_var=glm.noise_var,
             fit_intercept=bool(self.fit_intercept), alpha=float(self.alpha),
-            sampler=self.sampler, sampler_config=samp_config,
-            subsampling=self.subsampling, subsampling_config=sub_config,
-            ewsg_chain_length=int(self.ewsg_chain_length) if use_ewsg else 0,
-            ewsg_x=EWSG_X_MODES[self.ewsg_x],
-            n_warmup=int(self.n_warmup), n_samples=int(self.n_samples), thin=int(self.thin),
-            verbose=int(self.verbose),
-        )
+            sampler=setup.sampler, sampler_config=setup.sampler_config,
+            subsampling=setup.subsampling, subsampling_config=setup.subsampling_config,
+            ewsg_chain_length=(int(self.ewsg_chain_length)
+                               if SUBSAMPLINGS[setup.subsampling].index_chain else 0),
+            ewsg_x=EWSG_X_MODES[self.ewsg_x], metric=setup.metric,
+            metropolis=setup.metropolis,
+            max_sq_norm=(DIVERGENCE_SD ** 2 * ctx.dim if metric.whitened else np.inf),
+            verbose=int(self.verbose))
+        pool = ChainPool(X, y, spec, [dict(s) for s in states], n_jobs=self.n_jobs)
+        plan = self._plan(ctx, setup, continuing)
+        try:
+            with pool.session():
+                outcome = _schedule.run(pool, plan, continuing)
+        except _schedule.ChainsDiverged as exc:
+            self._discard_posterior(keep_chains=continuing)
+            raise self._divergence_error(exc, setup) from None
+        self._store(ctx, setup, pool, plan, outcome)
 
-        if continuing:
-            starts = self._chain_states
-            theta_starts = [None] * self.n_chains
+    # ---------------------------------------------------------------- set-up
+    def _resolve_setup(self, ctx):
+        """Every ``"auto"`` setting as a number or a name (see the user guide,
+        "What the defaults do")."""
+        n, T = ctx.n, float(self.temperature)
+        self._check_combinations()
+        kind = self._metric_kind(ctx)
+        ctx.options["metric_kind"] = kind
+        metric_cfg = Metric(ctx.dim).get_config()
+        factor = None
+        if kind != "identity":
+            center, factor = ctx.laplace_metric(kind, T)
+            metric_cfg = Metric(ctx.dim, kind, center, factor, 1.0 / T, 1.0).get_config()
+        noise_cache = {}
+
+        def v1(name):
+            """The estimator's one-row noise in the whitened metric (lazy: set-up passes)."""
+            if name not in noise_cache:
+                if "posterior_row_cov" not in ctx.options:
+                    Q = ctx.metric_row_covariances(kind, factor)
+                    ctx.options["posterior_row_cov"] = Q
+                    ctx.options["metric_row_cov"] = Q
+                noise_cache[name] = noise_per_row(ctx, SUBSAMPLINGS[name], factor, kind, 1.0 / T)
+            return noise_cache[name]
+
+        overhead = self._step_overhead(ctx, kind)
+        subsampling, notes = self._resolve_subsampling(ctx, kind, v1, overhead)
+        exact = not SUBSAMPLINGS[subsampling].stochastic
+        sampler = self.sampler
+        if sampler == "auto":
+            if kind == "identity":
+                sampler = "sgld"
+            else:
+                sampler = "sghmc-leapfrog" if exact else "baoab"
+        if (SUBSAMPLINGS[subsampling].index_chain and self.ewsg_x == "momentum-stop"
+                and not SAMPLERS[sampler].has_momentum):
+            raise ValueError(
+                f"ewsg_x='momentum-stop' assumes r_(k+1) = 0 and needs a sampler with "
+                f"momentum; sampler={sampler!r} has none. Use ewsg_x='auto' or "
+                "sampler='sghmc'.")
+        if self.metropolis == "auto":
+            metropolis = exact and SAMPLERS[sampler].metropolis
         else:
-            starts = seeds[:self.n_chains]
-            theta_starts = self._chain_start_points(ctx, theta0, starts)
+            metropolis = bool(self.metropolis)
+            if metropolis and not (exact and SAMPLERS[sampler].metropolis):
+                raise ValueError(
+                    f"metropolis=True needs exact gradients (subsampling='full') and a "
+                    f"sampler with a reversible proposal ('sgld' or 'sghmc-leapfrog'); got "
+                    f"sampler={sampler!r}, subsampling={subsampling!r}. Use metropolis='auto'.")
+        theta0 = ctx.mode() if kind != "identity" else self._calibration_point(ctx)
+        step, friction = self.step_size, self.friction
+        batch = None if self.batch_size == "auto" else int(min(self.batch_size, n))
+        iat, predicted_error = np.nan, np.nan
+        if kind != "identity" and metropolis:
+            h0, h_max = MH_STEP[sampler]
+            step = h0 if step == "auto" else float(step)
+            # iterations per effective draw, for sizing the windows and the first
+            # round (then measured): MALA about 4, HMC about 1.6
+            iat = 4.0 if sampler == "sgld" else 1.6
+            notes["max_step"] = h_max
+        elif kind != "identity":
+            settings = _error_model.choose(
+                sampler, v1(subsampling) if not exact else 0.0, n, step_size=step,
+                batch_size=batch if batch is not None else "auto", friction=friction,
+                overhead_rows=overhead)
+            step, friction = settings.step_size, settings.friction
+            if batch is None and not exact:
+                batch = settings.batch_size
+            iat = settings.iat
+            predicted_error = settings.variance_error
+        ctx.batch_size = int(min(batch if batch is not None else DEFAULT_BATCH_SIZE, n))
+        shared = self._shared_start(ctx, kind)
+        if shared is not None:  # every chain starts here: one snapshot table for all
+            ctx.options["shared_start"] = shared
+        noise = GradientNoise(ctx, SUBSAMPLINGS[subsampling], theta0)
+        sub_config = SUBSAMPLINGS[subsampling].prepare(ctx)
+        samp_config = SAMPLERS[sampler].prepare(ctx, theta0, step, friction, noise, T)
+        samp_config["metropolis"] = metropolis
+        t_dyn = samp_config.get("temperature", T)
+        momentum_scale = np.sqrt(t_dyn * (samp_config.get("inv_mass", 1.0)
+                                          if sampler == "uld" else 1.0))
+        return FitSetup(sampler, subsampling, metric_cfg, metropolis, samp_config, sub_config,
+                        ctx.batch_size, float(iat), float(predicted_error), momentum_scale,
+                        notes)
 
-        results = Parallel(n_jobs=self.n_jobs, prefer="threads")(
-            delayed(run_chain)(X, y_enc, spec, start, th, chain_id=c)
-            for c, (start, th) in enumerate(zip(starts, theta_starts))
-        )
-        for c, res in enumerate(results):
-            if res.diverged:
-                h = samp_config["step_size"]
-                self._discard_posterior(keep_chains=continuing)
-                raise SamplingDivergedError(
-                    f"Chain {c} diverged (non-finite parameters) after {res.n_steps_done} steps "
-                    f"with sampler={self.sampler!r}, subsampling={self.subsampling!r} and "
-                    f"step_size={h:.3g}. Pass a smaller step_size, e.g. step_size={h / 10:.3g} "
-                    "(or standardise X). No samples were kept.")
+    def _check_combinations(self):
+        sub = self.subsampling
+        if self.access != "random" and sub != "auto" and sub not in ACCESS_SUBSAMPLINGS:
+            raise ValueError(
+                f"access={self.access!r} does not apply to subsampling={sub!r}, "
+                "which draws from its own weights. Use access='random' or one of "
+                f"subsampling in {sorted(ACCESS_SUBSAMPLINGS)}.")
+        if sub != "auto" and SUBSAMPLINGS[sub].index_chain and self.access == "cyclic":
+            raise ValueError(f"subsampling={sub!r}, access='cyclic': " + EWSG_CYCLIC_MESSAGE)
 
-        K, dext = glm.n_outputs, ctx.dext
-        draws = np.stack([r.samples for r in results]).reshape(
-            self.n_chains, self.n_samples, K, dext)
-        self._store_draws(draws, ctx)
-        self._chain_states = [r.state for r in results]
-        self._chain_sampler = self.sampler
-        self._chain_subsampling = self.subsampling
-        self._subsampling_config = sub_config
-        self.step_size_ = float(samp_config["step_size"])
-        if "friction" in samp_config:
-            self.friction_ = float(samp_config["friction"])
+    def _metric_kind(self, ctx):
+        sampler_whitens = self.sampler == "auto" or SAMPLERS[self.sampler].whitened
+        if self.metric == "auto":
+            if not sampler_whitens:
+                return "identity"
+            return "dense" if ctx.dim <= MAX_DENSE_METRIC else "diagonal"
+        if self.metric != "identity" and not sampler_whitens:
+            raise ValueError(
+                f"sampler={self.sampler!r} is preconditioned by its own RMSprop metric, as "
+                f"its paper defines it; metric={self.metric!r} does not apply. Use "
+                "metric='auto' (or 'identity').")
+        return self.metric
+
+    def _step_overhead(self, ctx, kind):
+        """A step's cost besides its rows, in row evaluations: the metric's
+        products (O(dim^2) dense, O(dim) otherwise) against one row's nnz."""
+        X = ctx.X
+        nnz = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else X.shape[1]
+        per_row = max(nnz, 1.0) * ctx.glm.n_outputs
+        work = ctx.dim * ctx.dim if kind == "dense" else 4.0 * ctx.dim
+        return work / per_row
+
+    def _resolve_subsampling(self, ctx, kind, v1, overhead):
+        """``subsampling="auto"``: full gradients when a pass is cheap, a
+        control-variate scheme with preferential rows in the metric when
+        subsampling pays (the error model's cost per effective draw)."""
+        notes = {}
+        if self.subsampling != "auto":
+            return self.subsampling, notes
+        if kind == "identity":
+            return "uniform", notes
+        n = ctx.n
+        sampler = "baoab" if self.sampler in ("auto", "sghmc-leapfrog") else self.sampler
+        settings = _error_model.choose(
+            sampler, v1("cv-preferential"), n, step_size=self.step_size,
+            batch_size=self.batch_size, friction=self.friction, overhead_rows=overhead)
+        cost_sg = settings.cost_per_draw
+        adjustable = self.sampler == "auto" or (SAMPLERS[self.sampler].metropolis
+                                                 and self.metropolis is not False)
+        if adjustable:
+            cost_full = FULL_PASSES_PER_DRAW * (n + overhead)
+        else:  # the unadjusted dynamics with exact gradients: the error model's cost
+            exact = _error_model.choose(sampler, 0.0, n, step_size=self.step_size,
+                                        friction=self.friction, overhead_rows=overhead)
+            cost_full = (n + overhead) * exact.gradients_per_step * exact.iat
+        X = ctx.X
+        nnz = X.nnz / max(n, 1) if hasattr(X, "nnz") else X.shape[1]
+        target = self._target_ess(ctx.dim)
+        full_flops = cost_full * target * 2.0 * max(nnz, 1.0) * ctx.glm.n_outputs
+        notes.update(cost_subsampled=cost_sg, cost_full=cost_full)
+        # exact gradients buy a Metropolis correction (exact draws): worth it
+        # whenever the whole fit is cheap; otherwise the cheaper scheme wins
+        if (adjustable and full_flops <= CHEAP_FIT_FLOPS) \
+                or cost_full <= FULL_GRADIENT_PREFERENCE * cost_sg:
+            return "full", notes
+        return "cv-preferential", notes
+
+    def _target_ess(self, dim):
+        return _schedule.auto_target_ess(dim) if self.target_ess == "auto" \
+            else float(self.target_ess)
+
+    def _calibration_point(self, ctx):
+        """Where the identity metric's automatic step is calibrated: the mode
+        for chains that start near it (or at independent prior draws, which
+        reach it), else the start point itself."""
+        if isinstance(self.init, str):
+            if self.init in ("mode", "auto", "laplace", "prior"):
+                return ctx.mode()
+            return np.zeros(ctx.dim)
+        return self._init_array(ctx)
+
+    def _init_array(self, ctx):
+        theta = np.asarray(self.init, dtype=np.float64).ravel()
+        if theta.shape != (ctx.dim,):
+            raise ValueError(
+                f"init has {theta.size} values; this model has {ctx.dim} parameters "
+                f"({ctx.glm.n_outputs} output(s) x {ctx.dext} coefficients incl. intercept). "
+                "Pass an array of that size, or init='auto'.")
+        if not np.all(np.isfinite(theta)):
+            raise ValueError("init contains NaN or inf; pass finite starting values.")
+        return theta
+
+    def _shared_start(self, ctx, kind):
+        """The parameters every chain starts from, when they share one."""
+        init = self.init
+        if isinstance(init, str) and init == "auto":
+            init = "laplace" if kind != "identity" else "mode"
+        if isinstance(init, str):
+            if init == "mode":
+                return ctx.mode()
+            return np.zeros(ctx.dim) if init == "zeros" else None
+        return self._init_array(ctx)
+
+    def _start_points(self, ctx, setup, seeds):
+        """Every chain's start, in the metric's coordinates."""
+        metric = Metric.from_config(setup.metric)
+        init = self.init
+        if isinstance(init, str) and init == "auto":
+            init = "laplace" if metric.whitened else "mode"
+        rngs = [np.random.default_rng(s.spawn(1)[0]) for s in seeds[:self.n_chains]]
+        if isinstance(init, str) and init == "laplace":
+            # overdispersed draws of the Laplace approximation (split R-hat
+            # then sees chains that have not converged)
+            if metric.whitened:
+                zs = [OVERDISPERSION * r.standard_normal(ctx.dim) for r in rngs]
+                return zs
+            F = np.linalg.cholesky(ctx.laplace_cov(ctx.mode()) * self.temperature)
+            thetas = [ctx.mode() + OVERDISPERSION * F @ r.standard_normal(ctx.dim)
+                      for r in rngs]
+        elif isinstance(init, str) and init == "prior":
+            thetas = [r.standard_normal(ctx.dim) / np.sqrt(ctx.alpha) for r in rngs]
+        elif isinstance(init, str):
+            theta = ctx.mode() if init == "mode" else np.zeros(ctx.dim)
+            thetas = [theta] * self.n_chains
+        else:
+            thetas = [self._init_array(ctx)] * self.n_chains
+        return [metric.py_to_z(t) for t in thetas]
+
+    def _plan(self, ctx, setup, continuing):
+        metric = Metric.from_config(setup.metric)
+        iat = setup.iat if np.isfinite(setup.iat) else 10.0
+        thin = self.thin
+        if thin == "auto":
+            # an effective draw per about three stored draws: thinner storage
+            # loses little and keeps memory in proportion to the ESS
+            thin = max(1, int(iat // 3)) if self.n_samples == "auto" else 1
+        adapt_step = setup.metropolis and self.step_size == "auto"
+        n_warmup = self.n_warmup
+        if n_warmup == "auto" and not metric.whitened and not continuing:
+            n_warmup = 1000 if not setup.metropolis else 150
+        return _schedule.Plan(
+            n_warmup=n_warmup, n_samples=self.n_samples, thin=int(thin),
+            target_ess=self._target_ess(ctx.dim), max_passes=self.max_passes,
+            max_time=self.max_time, iat=iat, n_rows=ctx.n, dim=ctx.dim,
+            adapt_step=adapt_step and not continuing,
+            target_accept=_schedule.MH_TARGET_ACCEPT.get(setup.sampler, 0.8),
+            max_step=setup.notes.get("max_step", np.inf),
+            adapt_metric=metric.whitened and not continuing,
+            momentum_scale=setup.momentum_scale, setup_evals=ctx.n_grad_evals)
+
+    # ---------------------------------------------------------------- results
+    def _divergence_error(self, exc, setup):
+        bad = [(c, r) for c, r in enumerate(exc.results) if r.diverged]
+        c, r = bad[0]
+        h = r.step_size
+        what = ("non-finite parameters" if r.reason == "non-finite" else
+                f"parameters more than {DIVERGENCE_SD:.0f} posterior sds (root mean square, "
+                "in the Laplace metric) from the mode")
+        return SamplingDivergedError(
+            f"Chain {c} diverged ({what}) during {exc.phase} after {r.n_steps_done} steps of "
+            f"that round, with sampler={setup.sampler!r}, subsampling={setup.subsampling!r} "
+            f"and step_size={h:.3g}. Pass a smaller step_size, e.g. step_size={h / 10:.3g} "
+            "(or leave step_size='auto', or standardise X). No samples were kept.")
+
+    def _store(self, ctx, setup, pool, plan, outcome):
+        K, dext = ctx.glm.n_outputs, ctx.dext
+        draws = outcome.draws
+        n_kept = draws.shape[1]
+        self._store_draws(draws.reshape(self.n_chains, n_kept, K, dext), ctx)
+        self.ess_ = np.asarray(outcome.ess, dtype=np.float64)
+        self.rhat_ = np.asarray(outcome.rhat, dtype=np.float64)
+        self.target_ess_ = float(plan.target_ess)
+        self._budget_exhausted = bool(outcome.budget_exhausted)
+        self._chain_states = pool.states
+        self._fit_setup = setup
+        self._chain_request = {name: getattr(self, name)
+                               for name in ("n_chains", "sampler", "subsampling", "metric")}
+        self.sampler_ = setup.sampler
+        self.subsampling_ = setup.subsampling
+        self.metric_ = Metric.from_config(pool.spec.metric).kind
+        self.metropolis_ = bool(setup.metropolis)
+        setup.metric = pool.spec.metric       # adapted during warm-up: continue with it
+        steps = outcome.step_sizes
+        if steps.size and np.ptp(steps) > 0:   # adapted per chain: their geometric mean
+            step = float(np.exp(np.mean(np.log(steps))))
+        else:
+            step = float(steps[0]) if steps.size else float(setup.sampler_config["step_size"])
+        self.step_size_ = step
+        if setup.metropolis:
+            # warm starts continue with the adapted step
+            setup.sampler_config = dict(setup.sampler_config, step_size=step)
+            self.acceptance_rate_ = float(outcome.accept_rate)
+        elif hasattr(self, "acceptance_rate_"):
+            del self.acceptance_rate_
+        if "friction" in setup.sampler_config:
+            self.friction_ = float(setup.sampler_config["friction"])
         elif hasattr(self, "friction_"):
-            del self.friction_  # left by an earlier SGHMC fit
-        if not continuing and "mode" not in ctx._cache and hasattr(self, "mode_"):
-            del self.mode_  # left by an earlier init="mode" fit
-        self.batch_size_ = ctx.batch_size
-        self.n_grad_evals_ = int(sum(r.n_grad_evals for r in results) + ctx.n_grad_evals)
-        self.sampling_time_ = float(max(r.seconds for r in results))
+            del self.friction_  # left by an earlier fit with momentum
+        self.batch_size_ = setup.batch_size
+        self.n_warmup_ = int(outcome.n_warmup)
+        self.n_samples_ = int(n_kept)
+        self.thin_ = int(plan.thin)
+        self.n_grad_evals_ = int(pool.n_grad_evals + ctx.n_grad_evals)
+        self.n_passes_ = self.n_grad_evals_ / ctx.n
+        self.sampling_time_ = float(pool.seconds)
         if "mode" in ctx._cache:
             self.mode_ = ctx._cache["mode"].reshape(K, dext)
-        laplace = [v for k, v in ctx._cache.items() if isinstance(k, tuple) and k[0] == "laplace"]
-        if laplace:
-            self.laplace_cov_ = laplace[0]
-        elif hasattr(self, "laplace_cov_") and not continuing:
+        elif hasattr(self, "mode_") and not self.warm_start:
+            del self.mode_
+        if setup.metric["kind"] == "dense" or any(
+                isinstance(k, tuple) and k[0] == "laplace" for k in ctx._cache):
+            laplace = [v for k, v in ctx._cache.items() if isinstance(k, tuple)
+                       and k[0] == "laplace"]
+            if laplace:
+                self.laplace_cov_ = laplace[0]
+            elif setup.metric["kind"] == "dense" and "mode" in ctx._cache:
+                self.laplace_cov_ = ctx.laplace_cov(ctx.mode())
+        elif hasattr(self, "laplace_cov_") and not self.warm_start:
             del self.laplace_cov_
-        sizes = [r.batch_sizes for r in results]
-        if sizes[0] is not None:
-            self.batch_sizes_ = np.stack(sizes)
+        if outcome.batch_sizes is not None:
+            self.batch_sizes_ = outcome.batch_sizes
             self.mean_batch_size_ = float(self.batch_sizes_.mean())
         else:
             for name in ("batch_sizes_", "mean_batch_size_"):
@@ -294,7 +604,64 @@ class BaseSGMCMC(BaseEstimator):
                     delattr(self, name)
         if "pilot_q95" in ctx.options:
             self.pv_threshold_ = ctx.options["pilot_q95"]
-        return self
+        self._warmup_log = outcome.log
+
+    def _warn_if_unreliable(self):
+        """A ``ConvergenceWarning`` naming what to change when the draws fall
+        short of their effective sample size or the chains disagree."""
+        from .diagnostics._convergence import (
+            MIN_ESS_PER_CHAIN, MCMCConvergenceWarning, _parameter_draws)
+        ess, rhat = self.ess_, self.rhat_
+        auto = self.n_samples == "auto"
+        target = self.target_ess_ if (auto or self.target_ess != "auto") \
+            else MIN_ESS_PER_CHAIN * self.n_chains
+        _, names = _parameter_draws(self)
+        messages = []
+        if not np.any(np.isfinite(ess)):
+            messages.append(
+                f"{self.n_samples_} draws per chain are too few to estimate the effective "
+                "sample size: use n_samples='auto' (runs until the draws are worth "
+                f"{self.target_ess_:.0f} independent ones).")
+        else:
+            worst = int(np.nanargmin(ess))
+            min_ess = float(ess[worst])
+            if min_ess < target:
+                head = (f"The draws are worth {min_ess:.0f} independent ones for "
+                        f"{names[worst]!r} (the smallest bulk effective sample size), short "
+                        f"of the target {target:.0f}")
+                if auto:
+                    limit = []
+                    if self.max_passes is not None:
+                        limit.append(f"max_passes={self.max_passes:g} (used "
+                                     f"{self.n_passes_:.0f} data passes)")
+                    if self.max_time is not None:
+                        limit.append(f"max_time={self.max_time:g}")
+                    messages.append(
+                        head + ": the budget ran out. Raise " + " or ".join(limit or ["the budget"])
+                        + ". " + self._mixing_hint())
+                else:
+                    need = int(np.ceil(self.n_samples_ * target / max(min_ess, 1.0)))
+                    messages.append(
+                        head + f" with n_samples={self.n_samples}. Use n_samples='auto' (runs "
+                        f"until the target is met) or n_samples={need} or more. "
+                        + self._mixing_hint())
+        if np.any(np.isfinite(rhat)) and np.nanmax(rhat) > _schedule.RHAT_TARGET:
+            bad = np.flatnonzero(rhat > _schedule.RHAT_TARGET)
+            worst = int(np.nanargmax(rhat))
+            messages.append(
+                f"Split R-hat is {rhat[worst]:.3f} for {names[worst]!r} (above 1.01 for "
+                f"{len(bad)} of {len(rhat)} parameters): the chains disagree, so they have "
+                "not all reached the posterior. Leave n_warmup='auto' (or raise it) and "
+                "sample longer (n_samples='auto'). " + self._mixing_hint())
+        if messages:
+            warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=3)
+
+    def _mixing_hint(self):
+        if self.metric_ == "identity":
+            return ("metric='identity' (or sampler='psgld') moves every coordinate at the "
+                    "pace of the stiffest one; the default metric='auto' whitens the "
+                    "posterior and mixes far faster.")
+        return "Check the data are scaled (standardise X) and the model fits."
 
     def _discard_posterior(self, keep_chains):
         """Drop the draws of a failed fit (and the chains unless they can be retried).
@@ -313,29 +680,6 @@ class BaseSGMCMC(BaseEstimator):
 
     def _fit_context_hook(self, ctx):
         """Subclasses may resolve data-dependent settings (e.g. noise_var)."""
-
-    def _initial_theta(self, ctx):
-        if isinstance(self.init, str):
-            if self.init == "mode":
-                return ctx.mode()
-            return np.zeros(ctx.dim)
-        theta = np.asarray(self.init, dtype=np.float64).ravel()
-        if theta.shape != (ctx.dim,):
-            raise ValueError(
-                f"init has {theta.size} values; this model has {ctx.dim} parameters "
-                f"({ctx.glm.n_outputs} output(s) x {ctx.dext} coefficients incl. intercept). "
-                "Pass an array of that size, or init='mode'.")
-        if not np.all(np.isfinite(theta)):
-            raise ValueError("init contains NaN or inf; pass finite starting values.")
-        return theta
-
-    def _chain_start_points(self, ctx, theta0, seeds):
-        if isinstance(self.init, str) and self.init == "prior":
-            # an independent prior draw per chain (overdispersed starts for R-hat)
-            return [np.random.default_rng(s.spawn(1)[0]).standard_normal(ctx.dim)
-                    / np.sqrt(ctx.alpha) for s in seeds]
-        return [theta0] * len(seeds)
-
 
     def _store_draws(self, draws, ctx):
         """draws: (n_chains, n_samples, K, dext) -> public attributes."""

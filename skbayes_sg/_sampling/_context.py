@@ -10,13 +10,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import minimize
+from scipy.linalg import cho_factor, cho_solve, solve_triangular
 
 from ._glm import GLM, linear_predictor, potential_and_grad
 
 ROW_CHUNK = 8192
 # above this many parameters the Laplace covariance is approximated by its diagonal
 MAX_DENSE_LAPLACE = 4000
+# the mode search stops when the Newton step is below this many posterior sds
+# (the Newton decrement, i.e. the gradient in the Laplace metric); the step
+# that meets it is still taken, so the error left is about its square
+MODE_TOL_SD = 0.01
+MAX_NEWTON_ITER = 100
 
 
 def _dense_ext(Xc, fit_intercept):
@@ -75,19 +80,127 @@ class FitContext:
                                   self.fit_intercept)
 
     def mode(self):
-        """MAP estimate ``theta_hat`` by L-BFGS on the exact objective (cached)."""
+        """MAP estimate ``theta_hat`` (cached): Newton's method with a
+        backtracking line search, stopped on the posterior's own scale.
+
+        Each iteration costs one counted pass (gradient and Hessian).  Up to
+        ``MAX_DENSE_LAPLACE`` parameters the Hessian is dense and the stop is
+        the Newton decrement ``sqrt(g^T H^-1 g) <= MODE_TOL_SD sqrt(T)`` (the
+        step in posterior sds); above it, a truncated Newton-CG (Hessian-vector
+        products, each a pass) stopped when the gradient in the diagonal
+        Laplace metric is that small.  The Hessian of the last iteration is
+        kept as the curvature at the mode (the step after it is under 0.01 sd).
+        """
         if "mode" not in self._cache:
-            x0 = np.zeros(self.dim)
-            # scale-aware tolerance: stop when the gradient is tiny relative to
-            # its size at the origin
-            _, g0 = self.potential_and_grad(x0)
-            gtol = 1e-10 * max(1.0, np.max(np.abs(g0)))
-            res = minimize(self.potential_and_grad, x0, jac=True, method="L-BFGS-B",
-                           options={"maxiter": 2000, "gtol": gtol, "ftol": 1e-15})
-            self.n_grad_evals += (int(res.nfev) + 1) * self.n  # + the pass at x0 for gtol
-            self._cache["mode"] = res.x
-            self._cache["mode_result"] = res
+            if self.dim <= MAX_DENSE_LAPLACE:
+                theta, H = self._newton_dense()
+                self._cache["hessian_mode"] = H
+            else:
+                theta = self._newton_cg()
+            self._cache["mode"] = theta
         return self._cache["mode"]
+
+    def _value_grad_hessian(self, theta):
+        """``U``, ``grad U`` and the dense ``grad^2 U`` at theta in one counted pass."""
+        K, dext, d = self.glm.n_outputs, self.dext, self.X.shape[1]
+        Theta = theta.reshape(K, dext)
+        u = 0.5 * self.alpha * float(theta @ theta)
+        G = np.zeros((K, dext))
+        H = np.zeros((K, dext, K, dext))
+        for start in range(0, self.n, ROW_CHUNK):
+            Xc = self.X[start:start + ROW_CHUNK]
+            yc = self.y[start:start + ROW_CHUNK]
+            Z = linear_predictor(Xc, Theta, self.fit_intercept)
+            u += float(self.glm.loss(Z, yc).sum())
+            R = self.glm.residual(Z, yc)
+            G[:, :d] += np.asarray(Xc.T @ R).T
+            if self.fit_intercept:
+                G[:, d] += R.sum(axis=0)
+            Xe = _dense_ext(Xc, self.fit_intercept)
+            W = self.glm.hessian_weights(Z, yc)
+            if W.ndim == 1:
+                B = Xe.T @ (Xe * W[:, None])
+                for k in range(K):
+                    H[k, :, k, :] += B
+            else:
+                for k in range(K):
+                    for m in range(K):
+                        H[k, :, m, :] += Xe.T @ (Xe * W[:, k, m][:, None])
+        self.n_grad_evals += self.n
+        return (u, G.ravel() + self.alpha * theta,
+                H.reshape(self.dim, self.dim) + self.alpha * np.eye(self.dim))
+
+    def _line_search(self, theta, u, g, step, evaluate):
+        """Backtracking (Armijo) along -step; ``evaluate(point)`` returns a
+        tuple starting with U.  Returns the accepted point and its evaluation."""
+        slope = float(g @ step)
+        t = 1.0
+        for _ in range(60):
+            cand = theta - t * step
+            values = evaluate(cand)
+            if np.isfinite(values[0]) and values[0] <= u - 1e-4 * t * slope:
+                return cand, values
+            t *= 0.5
+        return theta, None
+
+    def _newton_dense(self):
+        """Each iteration: one pass for U, the gradient and the Hessian at the
+        new point (shared by the line search's first, usually accepted, trial)."""
+        T = float(self.options.get("temperature", 1.0))
+        theta = np.zeros(self.dim)
+        u, g, H = self._value_grad_hessian(theta)
+        for _ in range(MAX_NEWTON_ITER):
+            step = cho_solve(cho_factor(H), g)
+            decrement = float(np.sqrt(max(g @ step, 0.0)))
+            new, values = self._line_search(theta, u, g, step, self._value_grad_hessian)
+            if values is None:  # no decrease left: at the optimum to rounding
+                break
+            theta, (u, g, H) = new, values
+            if decrement <= MODE_TOL_SD * np.sqrt(T):
+                break
+        return theta, H
+
+    def _newton_cg(self, cg_iter=30):
+        T = float(self.options.get("temperature", 1.0))
+        theta = np.zeros(self.dim)
+        u, g = self.potential_and_grad(theta)
+        self.n_grad_evals += self.n
+        for _ in range(MAX_NEWTON_ITER):
+            Hd = self.hessian_diag(theta)
+            if np.max(np.abs(g) / np.sqrt(Hd)) <= MODE_TOL_SD * np.sqrt(T):
+                break
+            hw = self.hessian_row_weights(theta, full=True)
+            n_products = [0]
+
+            def hvp(v):
+                n_products[0] += 1
+                return self.hessian_vector(hw, v)
+            step = _pcg(hvp, g, 1.0 / Hd, cg_iter, 0.1)
+            self.n_grad_evals += self.n * n_products[0]
+            new, values = self._line_search(theta, u, g, step, self._counted_potential)
+            if values is None:
+                break
+            theta, (u, g) = new, values
+        return theta
+
+    def _counted_potential(self, theta):
+        self.n_grad_evals += self.n
+        return self.potential_and_grad(theta)
+
+    def hessian_vector(self, hw, v):
+        """``(grad^2 U) v`` from per-datum curvatures ``hw`` ((n,) or (n, K, K))."""
+        K, dext, d = self.glm.n_outputs, self.dext, self.X.shape[1]
+        V = v.reshape(K, dext)
+        out = np.zeros((K, dext))
+        for start in range(0, self.n, ROW_CHUNK):
+            Xc = self.X[start:start + ROW_CHUNK]
+            Z = linear_predictor(Xc, V, self.fit_intercept)            # (rows, K)
+            w = hw[start:start + ROW_CHUNK]
+            R = Z * w[:, None] if w.ndim == 1 else np.einsum("nkm,nm->nk", w, Z)
+            out[:, :d] += np.asarray(Xc.T @ R).T
+            if self.fit_intercept:
+                out[:, d] += R.sum(axis=0)
+        return out.ravel() + self.alpha * v
 
     def curvature_bound(self):
         """L >= lambda_max(grad^2 U) for every theta: alpha + c lambda_max(X_ext^T X_ext)."""
@@ -114,22 +227,27 @@ class FitContext:
         scale_max = 1.0 if col_scale is None else np.max(col_scale) ** 2
         return self.alpha * scale_max + self.gram_norm(col_scale, hw)
 
-    def hessian_row_weights(self, theta):
+    def hessian_row_weights(self, theta, full=False):
         """Per-datum curvature ``d^2 phi / dz^2`` at theta as one number per datum
         (a softmax datum: the trace of its K x K block, which bounds its largest
-        eigenvalue), shape (n,); one counted pass (cached)."""
-        key = ("hrow", theta.tobytes())
+        eigenvalue), shape (n,); ``full=True`` keeps softmax blocks whole,
+        (n, K, K).  One counted pass (cached)."""
+        key = ("hrow", full, theta.tobytes())
         if key not in self._cache:
             K, dext = self.glm.n_outputs, self.dext
             Theta = theta.reshape(K, dext)
-            hw = np.empty(self.n)
+            hw = None
             for start in range(0, self.n, ROW_CHUNK):
                 Xc = self.X[start:start + ROW_CHUNK]
                 H = self.glm.hessian_weights(linear_predictor(Xc, Theta, self.fit_intercept),
                                              self.y[start:start + ROW_CHUNK])
-                hw[start:start + len(H)] = H if H.ndim == 1 else np.einsum("nkk->n", H)
+                if H.ndim == 3 and not full:
+                    H = np.einsum("nkk->n", H)
+                if hw is None:
+                    hw = np.empty((self.n,) + H.shape[1:])
+                hw[start:start + len(H)] = H
             self.n_grad_evals += self.n
-            self._cache[key] = hw
+            self._cache[key] = hw if hw is not None else np.empty(0)
         return self._cache[key]
 
     def gram_norm(self, col_scale=None, row_weight=None):
@@ -177,29 +295,159 @@ class FitContext:
             if self.dim > MAX_DENSE_LAPLACE:
                 self._cache[key] = np.diag(1.0 / self.hessian_diag(theta))
             else:
-                self._cache[key] = np.linalg.inv(self.hessian(theta))
+                F = self._laplace_factor(theta)
+                self._cache[key] = F @ F.T
         return self._cache[key]
 
-    def hessian(self, theta):
-        """Dense ``grad^2 U(theta)`` (prior included), shape (dim, dim)."""
+    def _hessian_at(self, theta):
+        if ("hessian_mode" in self._cache and "mode" in self._cache
+                and np.array_equal(theta, self._cache["mode"])):
+            return self._cache["hessian_mode"]
+        return self.hessian(theta)
+
+    def _laplace_factor(self, theta):
+        """Upper-triangular ``L`` with ``L L^T = H(theta)^-1`` (cached):
+        ``L = R^-T`` from the Cholesky factor ``H = R R^T`` (no explicit inverse)."""
+        key = ("laplace_factor", theta.tobytes())
+        if key not in self._cache:
+            R = np.linalg.cholesky(self._hessian_at(theta))
+            self._cache[key] = np.ascontiguousarray(
+                solve_triangular(R, np.eye(self.dim), lower=True).T)
+        return self._cache[key]
+
+    def laplace_metric(self, kind, temperature=1.0):
+        """The Laplace metric at the mode: ``(center, factor)`` with
+        ``factor`` the upper-triangular ``L`` (dense, ``L L^T = T H^-1``) or
+        the scales ``D = sqrt(T / diag H)`` (diagonal)."""
+        mode = self.mode()
+        if kind == "dense":
+            return mode, np.sqrt(temperature) * self._laplace_factor(mode)
+        if kind == "diagonal":
+            if "hessian_mode" in self._cache:
+                Hd = np.diag(self._cache["hessian_mode"]).copy()
+            else:
+                Hd = self.hessian_diag(mode)
+            return mode, np.sqrt(temperature / Hd)
+        raise ValueError(f"no Laplace metric of kind {kind!r}")
+
+    def weighted_gram(self, weights):
+        """``sum_i W_i (x) x_i x_i^T`` (x_i with the constant column), W_i the
+        scalar ``weights[i]`` (the same block for every output) or the K x K
+        block ``weights[i]``: shape (dim, dim).  One counted pass."""
         K, dext = self.glm.n_outputs, self.dext
-        Theta = theta.reshape(K, dext)
-        H = np.zeros((K, dext, K, dext))
+        G = np.zeros((K, dext, K, dext))
         for start in range(0, self.n, ROW_CHUNK):
             Xc = self.X[start:start + ROW_CHUNK]
-            Xe = _dense_ext(Xc, self.fit_intercept)
-            Hw = self.glm.hessian_weights(linear_predictor(Xc, Theta, self.fit_intercept),
-                                          self.y[start:start + ROW_CHUNK])
-            if Hw.ndim == 1:  # the same curvature for every output (C_i = h_i I_K)
-                block = Xe.T @ (Xe * Hw[:, None])
+            w = weights[start:start + ROW_CHUNK]
+            if w.ndim == 1:  # the same block for every output
+                if sp.issparse(Xc):
+                    B = np.asarray((Xc.T @ Xc.multiply(w[:, None]).tocsr()).todense())
+                    if self.fit_intercept:
+                        col = np.asarray(Xc.T @ w).ravel()
+                        B = np.block([[B, col[:, None]], [col[None, :], np.array([[w.sum()]])]])
+                else:
+                    Xe = _dense_ext(Xc, self.fit_intercept)
+                    B = Xe.T @ (Xe * w[:, None])
                 for k in range(K):
-                    H[k, :, k, :] += block
+                    G[k, :, k, :] += B
             else:
+                Xe = _dense_ext(Xc, self.fit_intercept)
                 for k in range(K):
                     for m in range(K):
-                        H[k, :, m, :] += Xe.T @ (Xe * Hw[:, k, m][:, None])
+                        G[k, :, m, :] += Xe.T @ (Xe * w[:, k, m][:, None])
         self.n_grad_evals += self.n
-        return H.reshape(self.dim, self.dim) + self.alpha * np.eye(self.dim)
+        return G.reshape(self.dim, self.dim)
+
+    def hessian(self, theta):
+        """Dense ``grad^2 U(theta)`` (prior included), shape (dim, dim): one
+        counted pass."""
+        before = self.n_grad_evals
+        G = self.weighted_gram(self.hessian_row_weights(theta, full=True))
+        self.n_grad_evals = before + self.n   # weights and Gram: one pass
+        return G + self.alpha * np.eye(self.dim)
+
+    # ------------------------------------------------------- noise model
+    def metric_row_covariances(self, kind, factor):
+        """``Q_i[k, m] = x_i^T M_km x_i``, M the metric's covariance (``L L^T``
+        or ``D^2``): the variance of datum i's linear predictors along the
+        metric, shape (n,) for one output, (n, K, K) for K.  Dense metrics
+        cost O(n dim^2) (counted as a pass)."""
+        K, dext = self.glm.n_outputs, self.dext
+        out = np.empty((self.n, K, K))
+        chunk = max(1, ROW_CHUNK // max(K * K, 1))
+        for start in range(0, self.n, chunk):
+            Xc = self.X[start:start + chunk]
+            if kind == "dense":
+                # Y_k = X_ext L_k: L_k the rows of output k's coefficients
+                Lk = factor.reshape(K, dext, self.dim)
+                Y = np.stack([np.asarray(_dense_ext(Xc, self.fit_intercept) @ Lk[k])
+                              for k in range(K)], axis=1)          # (rows, K, dim)
+                out[start:start + len(Y)] = np.einsum("rkD,rmD->rkm", Y, Y)
+            else:
+                D2 = (factor.reshape(K, dext) ** 2)
+                X2 = Xc.multiply(Xc) if sp.issparse(Xc) else np.square(Xc, dtype=np.float64)
+                q = np.asarray(X2 @ D2[:, :X2.shape[1]].T)      # (rows, K)
+                if self.fit_intercept:
+                    q = q + D2[:, -1]
+                block = np.zeros((len(q), K, K))
+                block[:, np.arange(K), np.arange(K)] = q
+                out[start:start + len(q)] = block
+        self.n_grad_evals += self.n
+        return out[:, 0, 0].copy() if K == 1 else out
+
+    def row_noise_moments(self, control, Q):
+        """Second moment, per datum, of its term in a one-row estimate of the
+        data gradient, under the Laplace law (linearised residuals):
+        ``E[d_i d_i^T]`` with ``d_i = r_i(theta) - a_i``.
+
+        control : {"fixed", "snapshot", "none"}
+            ``a_i = r_i(mode)``: ``C_i Q_i C_i`` (C_i the curvature at the
+            mode); a snapshot about one posterior draw old: twice that; no
+            control: ``r_i(mode) r_i(mode)^T + C_i Q_i C_i``.
+        Q : ndarray
+            ``x_i^T S x_i`` per datum ((n,) or (n, K, K)), S the posterior
+            (Laplace) covariance at the fit's temperature.
+        """
+        mode = self.mode()
+        C = self.hessian_row_weights(mode, full=True)
+        if C.ndim == 1:
+            E = C * C * Q
+        else:
+            E = np.einsum("nkl,nlm,nmj->nkj", C, Q, C)
+        if control == "snapshot":
+            return 2.0 * E
+        if control == "none":
+            R, _ = self.residuals(mode)
+            E = E + (R[:, 0] ** 2 if C.ndim == 1 else np.einsum("nk,nm->nkm", R, R))
+        return E
+
+    def noise_per_row(self, E, p, kind, factor, scale):
+        """``v1``: the largest variance, over directions of the sampler's
+        coordinates, of a one-row estimate ``sum_i d_i (x) x_i / p_i``:
+        ``lambda_max(scale^2 L^T B L)`` with ``B = sum_i E_i (x) x_i x_i^T / p_i``
+        (eigenvalues of the dense matrix, or power iteration for a diagonal
+        metric, each product a counted pass)."""
+        w = E * self.n if p is None else E / (p if E.ndim == 1 else p[:, None, None])
+        if kind == "dense":
+            B = self.weighted_gram(w)
+            V = (scale * scale) * (factor.T @ B @ factor)
+            return float(np.linalg.eigvalsh(0.5 * (V + V.T))[-1])
+        D = factor
+
+        def apply(v):
+            self.n_grad_evals += self.n
+            return (scale * scale) * D * (self.hessian_vector(w, D * v) - self.alpha * D * v)
+        v = np.random.default_rng(0).standard_normal(self.dim)
+        lam = 0.0
+        for _ in range(30):
+            u = apply(v / np.linalg.norm(v))
+            new = float(np.linalg.norm(u))
+            v = u
+            if abs(new - lam) <= 1e-3 * new:
+                lam = new
+                break
+            lam = new
+        return 1.01 * lam
 
     def hessian_trace_weights(self, theta):
         """``sqrt(tr(H_i S H_i))`` per datum, H_i = grad^2 U_i(theta), S the
@@ -314,6 +562,29 @@ class FitContext:
                 out[:, d] += Hw.sum(axis=0)
         self.n_grad_evals += self.n
         return out.ravel() + self.alpha
+
+
+def _pcg(matvec, b, inv_diag, n_iter, rtol):
+    """Preconditioned conjugate gradients for ``A x = b`` (A s.p.d.), at most
+    ``n_iter`` products, stopped at ``||r|| <= rtol ||b||``."""
+    x = np.zeros_like(b)
+    r = b.copy()
+    zv = inv_diag * r
+    p = zv.copy()
+    rz = r @ zv
+    stop = rtol * np.linalg.norm(b)
+    for _ in range(n_iter):
+        Ap = matvec(p)
+        a = rz / (p @ Ap)
+        x += a * p
+        r -= a * Ap
+        if np.linalg.norm(r) <= stop:
+            break
+        zv = inv_diag * r
+        rz_new = r @ zv
+        p = zv + (rz_new / rz) * p
+        rz = rz_new
+    return x
 
 
 def _power_iteration(X, fit_intercept, col_scale=None, row_weight=None, n_iter=100, tol=1e-6,

@@ -35,7 +35,9 @@ class SubsamplingSpec:
     noise_curvature : callable(ctx, theta, col_scale) -> float
         Upper bound on the largest eigenvalue of the covariance of the
         estimate at theta (in the metric diag(col_scale) when given), used by
-        the automatic step size; 0 for exact gradients.
+        the automatic step size in the identity metric; 0 for exact gradients.
+    control, weighting : str
+        The estimator's noise in a whitened metric (:func:`noise_per_row`).
     """
 
     prepare: Callable
@@ -43,6 +45,12 @@ class SubsamplingSpec:
     noise_curvature: Callable
     stochastic: bool = True
     index_chain: bool = False   # choose among candidates with the EWSG index chain
+    # the noise model in a whitened metric (:func:`noise_per_row`): what each
+    # row's term subtracts ("fixed": its value at the mode, "snapshot": at a
+    # point about one posterior draw old, "none": nothing) and how rows are
+    # drawn (None uniform, "cvps" / "ps" the preferential weights)
+    control: str = "none"
+    weighting: object = None
 
 
 @dataclass(frozen=True)
@@ -55,15 +63,22 @@ class SamplerSpec:
         ``state`` is the dynamics' saved state (warm start) or None, in which
         case it draws its initial auxiliary state from ``generator``.
     prepare : callable(ctx, theta0, step_size, friction, noise, temperature) -> dict
-        Once per fit: resolves ``"auto"`` settings into numbers.  ``noise`` is
-        a :class:`GradientNoise`.  ``theta0`` is None when the chains continue
-        (warm start): they carry their own auxiliary state and the settings
-        are already numbers.
+        Once per fit: resolves ``"auto"`` settings into numbers (the rules
+        of the identity metric; in a whitened metric the error model has
+        already chosen them).  ``noise`` is a :class:`GradientNoise`.
+        ``theta0`` is None when the chains continue (warm start): they carry
+        their own auxiliary state and the settings are already numbers.
+    metropolis : bool
+        Whether the dynamics has a Metropolis-adjusted form (exact gradients).
+    whitened : bool
+        Whether it runs in a whitened metric.
     """
 
     build: Callable
     prepare: Callable
     has_momentum: bool = False
+    metropolis: bool = False    # a reversible proposal: Metropolis-adjustable with exact gradients
+    whitened: bool = True       # runs in a whitened metric (pSGLD has its own preconditioner)
 
 
 @dataclass
@@ -108,7 +123,16 @@ def _build_glm(problem, cfg):
         period=cfg.get("period", 0), weights=cfg.get("weights"),
         control_point=cfg.get("control_point"), control_residuals=cfg.get("control_residuals"),
         control_sum=cfg.get("control_sum"), adaptive_coef=cfg.get("adaptive_coef"),
-        centre=cfg.get("centre"))
+        centre=cfg.get("centre"), alias=cfg.get("alias"))
+
+
+def _with_alias(cfg):
+    """Vose's alias table of ``cfg["weights"]``, built once per fit (every
+    chain and every round rebuilds its estimator from the config)."""
+    if "weights" in cfg:
+        w = cfg["weights"] / cfg["weights"].sum()
+        cfg["alias"] = _estimators.alias_table(w)
+    return cfg
 
 
 # -- mode-based (SGLD-CV, SGLD-PS, SGLD-CV-PS, adaptive sizes) ----------------
@@ -127,8 +151,26 @@ def _ps_weights(ctx):
 
 
 def _cvps_weights(ctx):
-    """SGLD-CV-PS: p_i ∝ sqrt(tr(H_i S H_i)) at the mode, S the Laplace covariance."""
-    return _positive(ctx.hessian_trace_weights(ctx.mode()))
+    """SGLD-CV-PS: p_i ∝ sqrt(tr(H_i S H_i M)) at the mode, S the Laplace
+    covariance and M the sampler's metric: the expected squared norm, in the
+    coordinates the sampler moves in, of the datum's control-variate term
+    (the paper's rule, M = I, in the identity metric; in the Laplace metric
+    p_i ∝ w_i x_i^T S x_i, the datum's curvature in the whitened metric).
+    Cached: the prepare step and the noise model share it."""
+    if "cvps_weights" not in ctx._cache:
+        kind = ctx.options.get("metric_kind", "identity")
+        if kind == "identity":
+            w = ctx.hessian_trace_weights(ctx.mode())
+        else:
+            Q = ctx.options["metric_row_cov"]          # x_i^T M x_i
+            C = ctx.hessian_row_weights(ctx.mode(), full=True)
+            if C.ndim == 1:
+                w = C * Q
+            else:
+                CQ = np.einsum("nkl,nlm->nkm", C, Q)
+                w = np.sqrt(np.maximum(np.einsum("nkl,nlk->n", CQ, CQ), 0.0))
+        ctx._cache["cvps_weights"] = _positive(w)
+    return ctx._cache["cvps_weights"]
 
 
 def _positive(w):
@@ -147,12 +189,12 @@ def _prepare_cv(ctx, weighted=False, adaptive=False):
     if adaptive:
         cfg["centre"] = ctx.mode()
         cfg["adaptive_coef"] = _adaptive_coef(ctx, cfg)
-    return cfg
+    return _with_alias(cfg)
 
 
 def _prepare_ps(ctx):
-    return {"batch_size": ctx.batch_size, "control": "none", "access": "weighted",
-            "weights": _ps_weights(ctx)}
+    return _with_alias({"batch_size": ctx.batch_size, "control": "none", "access": "weighted",
+                        "weights": _ps_weights(ctx)})
 
 
 def _adaptive_coef(ctx, cfg):
@@ -244,7 +286,7 @@ SUBSAMPLINGS = {
         prepare=_prepare_none,
         build=lambda problem, cfg: _estimators.FullGradient(problem),
         noise_curvature=_no_noise,
-        stochastic=False,
+        stochastic=False, control=None,
     ),
     "uniform": SubsamplingSpec(
         prepare=_prepare_none, build=_build_uniform, noise_curvature=_uniform_noise),
@@ -254,34 +296,61 @@ SUBSAMPLINGS = {
         prepare=_prepare_none, build=_build_uniform, noise_curvature=_uniform_noise,
         index_chain=True),
     "cv": SubsamplingSpec(
-        prepare=_prepare_cv, build=_build_glm, noise_curvature=_cv_noise),
+        prepare=_prepare_cv, build=_build_glm, noise_curvature=_cv_noise, control="fixed"),
     "preferential": SubsamplingSpec(
-        prepare=_prepare_ps, build=_build_glm, noise_curvature=_ps_noise),
+        prepare=_prepare_ps, build=_build_glm, noise_curvature=_ps_noise, weighting="ps"),
     "cv-preferential": SubsamplingSpec(
         prepare=lambda ctx: _prepare_cv(ctx, weighted=True), build=_build_glm,
-        noise_curvature=_cvps_noise),
+        noise_curvature=_cvps_noise, control="fixed", weighting="cvps"),
     "adaptive-cv": SubsamplingSpec(
         prepare=lambda ctx: _prepare_cv(ctx, adaptive=True), build=_build_glm,
-        noise_curvature=_cv_noise),
+        noise_curvature=_cv_noise, control="fixed"),
     "adaptive-cv-preferential": SubsamplingSpec(
         prepare=lambda ctx: _prepare_cv(ctx, weighted=True, adaptive=True), build=_build_glm,
-        noise_curvature=_cvps_noise),
+        noise_curvature=_cvps_noise, control="fixed", weighting="cvps"),
     "svrg": SubsamplingSpec(
         prepare=lambda ctx: _prepare_snapshot(ctx, "snapshot", True), build=_build_glm,
-        noise_curvature=_cv_noise),
+        noise_curvature=_cv_noise, control="snapshot"),
     "saga": SubsamplingSpec(
         prepare=lambda ctx: _prepare_snapshot(ctx, "table", False), build=_build_glm,
-        noise_curvature=_cv_noise),
+        noise_curvature=_cv_noise, control="snapshot"),
     "tmu": SubsamplingSpec(
         prepare=lambda ctx: _prepare_snapshot(ctx, "table", True), build=_build_glm,
-        noise_curvature=_cv_noise),
+        noise_curvature=_cv_noise, control="snapshot"),
     # EWSG over variance-reduced bases (EWSG paper §G): the same index chain
     "ewsg-cv": SubsamplingSpec(
-        prepare=_prepare_cv, build=_build_glm, noise_curvature=_cv_noise, index_chain=True),
+        prepare=_prepare_cv, build=_build_glm, noise_curvature=_cv_noise, index_chain=True,
+        control="fixed"),
     "ewsg-svrg": SubsamplingSpec(
         prepare=lambda ctx: _prepare_snapshot(ctx, "snapshot", True), build=_build_glm,
-        noise_curvature=_cv_noise, index_chain=True),
+        noise_curvature=_cv_noise, index_chain=True, control="snapshot"),
 }
+
+
+def noise_per_row(ctx, spec, factor, kind, scale):
+    """``v1`` of an estimator in a whitened metric: the largest variance, over
+    directions of the sampler's coordinates, of its estimate with one row
+    per minibatch, under the Laplace law at the mode (linearised residuals;
+    the minibatch of b rows has ``v1 / b``).  0 for exact gradients.
+
+    The rows' terms have second moments ``E_i`` (:meth:`FitContext.row_noise_moments`)
+    and probabilities ``p_i``; the estimate's covariance in ``z`` is
+    ``scale^2 L^T (sum_i E_i (x) x_i x_i^T / p_i) L``.
+    """
+    if spec.control is None:
+        return 0.0
+    Q = ctx.options["posterior_row_cov"]
+    E = ctx.row_noise_moments(spec.control, Q)
+    if spec.weighting == "cvps":
+        p = _cvps_weights(ctx)
+    elif spec.weighting == "ps":
+        p = _ps_weights(ctx)
+    else:
+        p = None
+    if p is not None:
+        p = p / p.sum()
+    return ctx.noise_per_row(E, p, kind, factor, scale)
+
 
 #: estimators that accept ``access=`` (the others draw from their own weights)
 ACCESS_SUBSAMPLINGS = {"uniform", "ewsg", "cv", "adaptive-cv", "svrg", "saga", "tmu",
@@ -289,6 +358,22 @@ ACCESS_SUBSAMPLINGS = {"uniform", "ewsg", "cv", "adaptive-cv", "svrg", "saga", "
 
 
 # ----------------------------------------------------------------- dynamics
+def _dynamics_frame(ctx, temperature):
+    """Temperature and reference precision the dynamics run with.  A whitened
+    metric carries the temperature in its scale (the oracle returns
+    ``L^T grad U / T``), so the dynamics sample exp(-(U/T)) at temperature 1
+    around a unit reference Gaussian; the identity metric has no reference."""
+    if ctx.options.get("metric_kind", "identity") == "identity":
+        return {"temperature": temperature, "reference_precision": 0.0}
+    return {"temperature": 1.0, "reference_precision": 1.0}
+
+
+def _restore(dyn, state):
+    if state:
+        dyn.set_state(state)
+    return dyn
+
+
 def _auto_sgld(ctx, noise):
     # ULA inflates the stationary variance along curvature lambda by
     # 1/(1 - h lambda/2); gradient noise of variance v along a direction by
@@ -298,11 +383,13 @@ def _auto_sgld(ctx, noise):
 
 def _prepare_sgld(ctx, theta0, step_size, friction, noise, temperature):
     h = _auto_sgld(ctx, noise) if step_size == "auto" else float(step_size)
-    return {"step_size": h, "temperature": temperature}
+    return {**_dynamics_frame(ctx, temperature), "step_size": h}
 
 
 def _build_sgld(dim, cfg, state, generator):
-    return _dynamics.SGLD(dim, cfg["step_size"], cfg["temperature"])
+    return _restore(_dynamics.SGLD(dim, cfg["step_size"], cfg["temperature"],
+                                   cfg["reference_precision"], cfg.get("metropolis", False)),
+                    state)
 
 
 def _psgld_V0(ctx, theta0, noise, temperature):
@@ -345,60 +432,89 @@ def _prepare_psgld(ctx, theta0, step_size, friction, noise, temperature):
 def _build_psgld(dim, cfg, state, generator):
     dyn = _dynamics.PSGLD(dim, cfg["step_size"], cfg["temperature"], n_data=cfg["n_data"],
                           V0=cfg["V0"])
-    if state:
-        dyn.set_state(state)
-    return dyn
+    return _restore(dyn, state)
 
 
-def _prepare_sghmc(ctx, theta0, step_size, friction, noise, temperature):
-    # the curvature bound costs a power iteration: only computed when needed
+def _underdamped_auto(ctx, theta0, step_size, friction, noise, temperature):
+    """Identity metric: critical damping of the stiffest direction by default;
+    the step keeps h sqrt(L), h gamma and the gradient-noise inflation
+    h v / (2 gamma) small (the noise adds h^2 v per step against 2 gamma T h
+    injected)."""
     gamma = 2.0 * np.sqrt(ctx.curvature(theta0)) if friction == "auto" else float(friction)
     if step_size == "auto":
-        # critical damping of the stiffest direction by default; the step keeps
-        # h sqrt(L), h gamma and the gradient-noise inflation h noise L / (2 gamma) small
-        # the gradient noise enters r with variance h^2 v per step against
-        # 2 gamma T h injected: inflation about 1 + h v / (2 gamma)
         L = ctx.curvature(theta0)
         v = noise.curvature()
         h = AUTO_STEP_FRACTION * min(1.0 / np.sqrt(L), 1.0 / gamma,
                                      2.0 * gamma / v if v > 0 else np.inf)
     else:
         h = float(step_size)
-    return {"step_size": h, "temperature": temperature, "friction": gamma}
+    return h, gamma
+
+
+def _prepare_sghmc(ctx, theta0, step_size, friction, noise, temperature):
+    h, gamma = _underdamped_auto(ctx, theta0, step_size, friction, noise, temperature)
+    return {**_dynamics_frame(ctx, temperature), "step_size": h, "friction": gamma}
+
+
+def _stationary_momentum(generator, dim, cfg, scale=1.0):
+    # momentum starts at its stationary law N(0, scale T I)
+    return np.sqrt(scale * cfg["temperature"]) * generator.standard_normal(dim)
 
 
 def _build_sghmc(dim, cfg, state, generator):
-    if state and "momentum" in state:
-        r0 = state["momentum"]
-    else:  # momentum starts at its stationary law N(0, T I)
-        r0 = np.sqrt(cfg["temperature"]) * generator.standard_normal(dim)
-    return _dynamics.SGHMC(dim, cfg["step_size"], cfg["temperature"],
-                           friction=cfg["friction"], r0=r0)
+    r0 = None if state and "momentum" in state else _stationary_momentum(generator, dim, cfg)
+    dyn = _dynamics.SGHMC(dim, cfg["step_size"], cfg["temperature"], friction=cfg["friction"],
+                          r0=r0, reference_precision=cfg["reference_precision"])
+    return _restore(dyn, state)
+
+
+def _build_baoab(dim, cfg, state, generator):
+    p0 = None if state and "momentum" in state else _stationary_momentum(generator, dim, cfg)
+    dyn = _dynamics.BAOAB(dim, cfg["step_size"], cfg["temperature"], friction=cfg["friction"],
+                          p0=p0, reference_precision=cfg["reference_precision"])
+    return _restore(dyn, state)
 
 
 def _prepare_leapfrog(ctx, theta0, step_size, friction, noise, temperature):
-    K = int(ctx.options.get("n_leapfrog", 10))
+    frame = _dynamics_frame(ctx, temperature)
+    K = ctx.options.get("n_leapfrog", "auto")
+    if K == "auto":
+        # a whitened metric draws the number of steps per trajectory so that
+        # its length is a jittered quarter period of the reference Gaussian;
+        # the identity metric has no scale to set it from
+        K = 0 if frame["reference_precision"] > 0 else 10
+    K = int(K)
     if step_size == "auto":
         # 0.1 of leapfrog's stability limit 2/sqrt(L), and the gradient noise
         # gathered by p over K kicks (K h^2 v) at most 0.1 of its variance T
         L = ctx.curvature(theta0)
         v = noise.curvature()
-        h = min(0.2 / np.sqrt(L), np.sqrt(0.1 * temperature / (K * v)) if v > 0 else np.inf)
+        Kn = max(K, 1)
+        h = min(0.2 / np.sqrt(L), np.sqrt(0.1 * temperature / (Kn * v)) if v > 0 else np.inf)
     else:
         h = float(step_size)
-    return {"step_size": h, "temperature": temperature, "n_leapfrog": K}
+    return {**frame, "step_size": h, "n_leapfrog": K}
 
 
 def _build_leapfrog(dim, cfg, state, generator):
-    return _dynamics.SGHMCLeapfrog(dim, cfg["step_size"], cfg["temperature"],
-                                   n_leapfrog=cfg["n_leapfrog"])
+    kappa = cfg["reference_precision"]
+    trajectory = np.pi / (2.0 * np.sqrt(kappa)) if kappa > 0 else 1.0
+    dyn = _dynamics.SGHMCLeapfrog(dim, cfg["step_size"], cfg["temperature"],
+                                  n_leapfrog=cfg["n_leapfrog"], reference_precision=kappa,
+                                  metropolis=cfg.get("metropolis", False),
+                                  trajectory=trajectory)
+    return _restore(dyn, state)
 
 
 def _prepare_uld(ctx, theta0, step_size, friction, noise, temperature):
     u = float(ctx.options.get("inv_mass", 1.0))
+    frame = _dynamics_frame(ctx, temperature)
+    if frame["reference_precision"] > 0 or "auto" not in (friction, step_size):
+        return {**frame, "step_size": float(step_size), "friction": float(friction),
+                "inv_mass": u}
     # in time units the curvature seen by x is u L (frequency sqrt(u L)); the
     # power iteration it costs runs only for the "auto" settings that need it
-    uL = u * ctx.curvature(theta0) if "auto" in (friction, step_size) else None
+    uL = u * ctx.curvature(theta0)
     gamma = 2.0 * np.sqrt(uL) if friction == "auto" else float(friction)
     if step_size == "auto":
         # the exact OU step is stable for any h; the frozen gradient needs
@@ -409,22 +525,24 @@ def _prepare_uld(ctx, theta0, step_size, friction, noise, temperature):
                                      2.0 * gamma * temperature / v if v > 0 else np.inf)
     else:
         h = float(step_size)
-    return {"step_size": h, "temperature": temperature, "friction": gamma, "inv_mass": u}
+    return {**frame, "step_size": h, "friction": gamma, "inv_mass": u}
 
 
 def _build_uld(dim, cfg, state, generator):
-    if state and "velocity" in state:
-        v0 = state["velocity"]
-    else:  # velocity starts at its stationary law N(0, u T I)
-        v0 = np.sqrt(cfg["inv_mass"] * cfg["temperature"]) * generator.standard_normal(dim)
-    return _dynamics.ULD(dim, cfg["step_size"], cfg["temperature"], friction=cfg["friction"],
-                         inv_mass=cfg["inv_mass"], v0=v0)
+    v0 = (None if state and "velocity" in state
+          else _stationary_momentum(generator, dim, cfg, cfg["inv_mass"]))
+    dyn = _dynamics.ULD(dim, cfg["step_size"], cfg["temperature"], friction=cfg["friction"],
+                        inv_mass=cfg["inv_mass"], v0=v0,
+                        reference_precision=cfg["reference_precision"])
+    return _restore(dyn, state)
 
 
 SAMPLERS = {
-    "sgld": SamplerSpec(build=_build_sgld, prepare=_prepare_sgld),
-    "psgld": SamplerSpec(build=_build_psgld, prepare=_prepare_psgld),
+    "sgld": SamplerSpec(build=_build_sgld, prepare=_prepare_sgld, metropolis=True),
+    "psgld": SamplerSpec(build=_build_psgld, prepare=_prepare_psgld, whitened=False),
     "sghmc": SamplerSpec(build=_build_sghmc, prepare=_prepare_sghmc, has_momentum=True),
-    "sghmc-leapfrog": SamplerSpec(build=_build_leapfrog, prepare=_prepare_leapfrog),
+    "sghmc-leapfrog": SamplerSpec(build=_build_leapfrog, prepare=_prepare_leapfrog,
+                                  metropolis=True),
     "uld": SamplerSpec(build=_build_uld, prepare=_prepare_uld, has_momentum=True),
+    "baoab": SamplerSpec(build=_build_baoab, prepare=_prepare_sghmc, has_momentum=True),
 }

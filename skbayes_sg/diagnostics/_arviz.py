@@ -98,9 +98,11 @@ def to_inference_data(estimator, *, names=None):
              "inference_library_version": __version__,
              "estimator": type(estimator).__name__}
     params = estimator.get_params() if hasattr(estimator, "get_params") else {}
-    for key in ("sampler", "subsampling"):
-        if key in params:
-            attrs[key] = str(params[key])
+    for key in ("sampler", "subsampling", "metric"):
+        # the settings the fit used ("auto" resolved), else the parameters
+        value = getattr(estimator, key + "_", params.get(key))
+        if value is not None:
+            attrs[key] = str(value)
     for key, name in (("step_size_", "step_size"), ("n_grad_evals_", "n_grad_evals"),
                       ("sampling_time_", "sampling_time")):
         if hasattr(estimator, key):

@@ -578,12 +578,16 @@ def check_convergence(estimator, *, rhat_threshold=RHAT_THRESHOLD,
     converged = True
 
     params = estimator.get_params() if hasattr(estimator, "get_params") else {}
-    n_warmup = params.get("n_warmup")
-    n_samp = params.get("n_samples", n_samples)
-    thin = params.get("thin", 1)
+    # the values the fit used ("auto" settings resolved)
+    n_warmup = getattr(estimator, "n_warmup_", params.get("n_warmup"))
+    n_samp = getattr(estimator, "n_samples_", params.get("n_samples", n_samples))
+    thin = getattr(estimator, "thin_", params.get("thin", 1))
+    sampler = getattr(estimator, "sampler_", params.get("sampler"))
     init = params.get("init", "mode")
+    if isinstance(init, str) and init == "auto":  # overdispersed in a whitened metric
+        init = "laplace" if getattr(estimator, "metric_", "identity") != "identity" else "mode"
     step = getattr(estimator, "step_size_", None)
-    shared_start = not (isinstance(init, str) and init == "prior")
+    shared_start = not (isinstance(init, str) and init in ("prior", "laplace"))
 
     # NaN fails too: a parameter that never moved (or too few draws)
     bad_r = np.flatnonzero(~(r <= rhat_threshold))
@@ -625,7 +629,7 @@ def check_convergence(estimator, *, rhat_threshold=RHAT_THRESHOLD,
         if step is not None:
             advice.append(f"a larger step_size (now {step:.3g}) lowers the autocorrelation, "
                           "at the price of more discretisation bias")
-        if params.get("sampler") in ("sgld", "psgld"):
+        if sampler in ("sgld", "psgld"):
             advice.append("sampler='sghmc' often explores faster at the same cost per step")
         advice.append("standardised features (and fewer strongly correlated ones) make "
                       "every sampler mix faster")

@@ -9,19 +9,28 @@ from .._base import BaseSGMCMC
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
 
 _DOC_PARAMS = """
-    sampler : {"sgld", "psgld", "sghmc", "sghmc-leapfrog", "uld"}, default="sgld"
-        The dynamics (formulas in the user guide): stochastic gradient
-        Langevin dynamics; its RMSprop-preconditioned variant (pSGLD, the
-        Gamma correction dropped); SG Hamiltonian Monte Carlo as underdamped
-        Langevin integrated by Euler-Maruyama (``friction``); SG-HMC with
-        leapfrog (momentum redrawn every step, ``n_leapfrog`` leapfrog steps
-        with fresh stochastic gradients, no Metropolis step); SG underdamped
-        Langevin with the exact Ornstein-Uhlenbeck step of Cheng et al.
-        (gradient frozen over the step, correlated position/velocity noise;
-        ``friction``, ``inv_mass``).
-    subsampling : str, default="uniform"
+    sampler : {"auto", "sgld", "psgld", "sghmc", "sghmc-leapfrog", "uld", "baoab"}, \
+default="auto"
+        The dynamics (formulas in the user guide).  ``"auto"``: Hamiltonian
+        Monte Carlo (``"sghmc-leapfrog"`` with a Metropolis correction) when
+        the gradients are exact, ``"baoab"`` when they are subsampled.
+        ``"sgld"`` stochastic gradient Langevin dynamics (an exponential
+        integrator in a whitened metric, MALA with exact gradients);
+        ``"psgld"`` its RMSprop-preconditioned variant (its own metric, the
+        Gamma correction dropped); ``"sghmc"`` SG Hamiltonian Monte Carlo as
+        underdamped Langevin integrated by Euler-Maruyama (``friction``);
+        ``"sghmc-leapfrog"`` SG-HMC with leapfrog (momentum redrawn every
+        step, ``n_leapfrog`` steps; in a whitened metric the Gaussian part is
+        rotated exactly); ``"uld"`` SG underdamped Langevin with the exact
+        Ornstein-Uhlenbeck step of Cheng et al. (``friction``, ``inv_mass``);
+        ``"baoab"`` underdamped Langevin by the BAOAB splitting of Leimkuhler
+        and Matthews (second order, one gradient per step).
+    subsampling : str, default="auto"
         The gradient estimator of the data term (formulas in the user guide):
 
+        - ``"auto"``: ``"full"`` when a data pass is cheap (the whole fit
+          with exact gradients costs little, or subsampling would not save
+          much), else ``"cv-preferential"`` in the sampler's metric.
         - ``"uniform"``: ``(n/b) sum_{j in S} grad U_j``, S uniform with
           replacement (or drawn by ``access``); ``"full"``: the exact gradient.
         - ``"ewsg"``: exponentially weighted stochastic gradients: M + 1
@@ -29,13 +38,14 @@ _DOC_PARAMS = """
           index chain targeting ``p_J ∝ exp(½||x + w_J||²)``, ``w_J`` the
           candidate whitened by the sampler's own one-step transition.
           ``"ewsg-cv"``, ``"ewsg-svrg"``: the same over a variance-reduced base.
-        - Mode-based (the mode found once by L-BFGS, ``mode_``):
+        - Mode-based (``mode_``):
           ``"cv"`` control variates at the mode (SGLD-CV);
           ``"preferential"`` minibatches drawn with replacement from
           ``p_i ∝ ||grad U_i(mode)||`` (SGLD-PS);
           ``"cv-preferential"`` control variates with
-          ``p_i ∝ sqrt(tr(H_i S H_i))``, S the Laplace covariance
-          (``laplace_cov_``) (SGLD-CV-PS);
+          ``p_i ∝ sqrt(tr(H_i S H_i M))``, S the Laplace covariance
+          (``laplace_cov_``) and M the sampler's metric (SGLD-CV-PS; the
+          paper's rule in the identity metric);
           ``"adaptive-cv"``, ``"adaptive-cv-preferential"`` the same with a
           minibatch size chosen per step from ``||theta - mode||^2``
           (``batch_sizes_``, ``pv_threshold``).
@@ -44,22 +54,62 @@ _DOC_PARAMS = """
           (per-step partial update of a table of per-datum residuals,
           SAGA-LD), ``"tmu"`` (both: partial updates plus a full refresh every
           ``snapshot_period`` steps).
+    metric : {"auto", "dense", "diagonal", "identity"}, default="auto"
+        The coordinates the dynamics move in.  ``"dense"``: the Laplace
+        metric ``theta = mode + L z``, ``L L^T = T H(mode)^-1`` (a Cholesky
+        factor), in which the posterior is close to N(0, I); ``"diagonal"``:
+        ``L = diag(sqrt(T / H_jj))``; ``"identity"``: ``theta = z`` (the
+        classical samplers).  ``"auto"`` is dense up to 2,000 parameters and
+        diagonal above, and the identity for ``"psgld"``.  During warm-up the
+        metric is corrected in the directions where the chains' own draws
+        disagree with it (``metric_``).  Whitened dynamics integrate the
+        reference Gaussian exactly and discretise only the rest.
+    metropolis : bool or "auto", default="auto"
+        Accept or reject each proposal with the Metropolis-Hastings ratio, so
+        that the draws are exact (MALA for ``"sgld"``, HMC for
+        ``"sghmc-leapfrog"``); needs exact gradients.  ``"auto"``: on whenever
+        the gradients are exact and the sampler allows it
+        (``metropolis_``).  The step is then adapted by dual averaging during
+        warm-up (``acceptance_rate_``).
     step_size : float or "auto", default="auto"
-        h.  ``"auto"`` takes a fixed fraction (0.1) of the sampler's
-        stability and gradient-noise limits, from a global bound L on the
-        curvature of U (power iteration on X^T X):
-        SGLD ``h = 0.1 / (L (1 + n/b))``; pSGLD the same in the
-        preconditioned metric; SGHMC
-        ``h = 0.1 min(1/sqrt(L), 1/gamma, 2 gamma / (L n/b))``.
-        The value used is ``step_size_``.
+        h, in the metric's units: in a whitened metric one unit is the time
+        over which the dynamics decorrelate a unit-variance Gaussian (h = 0.5
+        moves a quarter of the way); in the identity metric, parameter units.
+        ``"auto"``: with a Metropolis correction, adapted during warm-up;
+        else the largest step (and the smallest batch) that keep the
+        predicted error of every posterior variance under 4% (the error
+        model of the user guide); in the identity metric a fixed fraction
+        (0.1) of the sampler's stability and gradient-noise limits.  The
+        value used is ``step_size_``.
     batch_size : int or "auto", default="auto"
-        Minibatch size b (``"auto"`` = min(100, n)); clipped to n.
-    n_samples : int, default=1000
-        Draws kept per chain.
-    n_warmup : int, default=1000
-        Steps discarded at the start of each chain.
-    thin : int, default=1
-        Keep every ``thin``-th state after warm-up.
+        Minibatch size b; clipped to n.  ``"auto"``: from the error model in
+        a whitened metric (``batch_size_``), else ``min(100, n)``.
+    n_samples : int or "auto", default="auto"
+        Draws kept per chain.  ``"auto"``: sample until the smallest bulk
+        effective sample size over parameters reaches ``target_ess`` and
+        every split R-hat is at most 1.01, within ``max_passes`` and
+        ``max_time`` (``n_samples_``).
+    n_warmup : int or "auto", default="auto"
+        Steps discarded at the start of each chain, in which the step (with
+        a Metropolis correction) and the metric are adapted.  ``"auto"``:
+        sized from the dynamics' predicted autocorrelation (``n_warmup_``);
+        0 when ``warm_start`` continues chains.
+    thin : int or "auto", default="auto"
+        Keep every ``thin``-th state after warm-up.  ``"auto"``: 1, or about
+        a third of the predicted autocorrelation time with
+        ``n_samples="auto"`` (``thin_``).
+    target_ess : float or "auto", default="auto"
+        The bulk effective sample size ``n_samples="auto"`` aims at (smallest
+        over parameters).  ``"auto"``: ``(z / 0.1)^2`` with ``z`` the normal
+        quantile ``1 - 0.025 / n_params``, so that every posterior mean is
+        within 0.1 posterior sd of its Monte Carlo limit with 95%
+        probability (about 860 draws for 15 parameters, 1,250 for 124)
+        (``target_ess_``).
+    max_passes : float or None, default=20000
+        Budget of ``n_samples="auto"`` in data passes (gradient evaluations
+        over n, set-up included); None: no limit.
+    max_time : float or None, default=None
+        Budget of ``n_samples="auto"`` in seconds of fit; None: no limit.
     n_chains : int, default=4
         Independent chains, each seeded from its own ``SeedSequence``
         child: the draws do not depend on ``n_jobs``.
@@ -76,14 +126,19 @@ _DOC_PARAMS = """
     temperature : float, default=1.0
         T: the chains target ``exp(-U / T)``.
     friction : float or "auto", default="auto"
-        SGHMC / ULD friction gamma; ``"auto"`` = 2 sqrt(L) (2 sqrt(u L) for
-        ULD: critical damping of the stiffest direction).  Ignored by other
-        samplers.
-    init : {"mode", "zeros", "prior"} or array-like, default="mode"
-        Where chains start: the posterior mode (found once by L-BFGS on
-        the exact objective, the SG-MCMC papers' protocol), zeros, an
-        independent prior draw per chain, or given values (flat, length
-        n_outputs x (n_features + fit_intercept)).
+        Friction gamma of ``"sghmc"``, ``"uld"`` and ``"baoab"``.
+        ``"auto"``: in a whitened metric 1 (``"sghmc"``: the value in
+        {0.5, 1, 2, 4} the error model prefers); in the identity metric
+        2 sqrt(L) (2 sqrt(u L) for ULD: critical damping of the stiffest
+        direction).  Ignored by other samplers.
+    init : {"auto", "laplace", "mode", "zeros", "prior"} or array-like, \
+default="auto"
+        Where chains start: ``"laplace"``, independent draws of the Laplace
+        approximation with sds doubled (overdispersed, so that split R-hat
+        sees chains that have not converged; the default in a whitened
+        metric); the posterior mode (the default in the identity metric),
+        zeros, an independent prior draw per chain, or given values (flat,
+        length n_outputs x (n_features + fit_intercept)).
     ewsg_chain_length : int, default=1
         Length M of the EWSG index chain (``subsampling="ewsg"``): each
         gradient costs M + 1 minibatches, counted in ``n_grad_evals_``.
@@ -93,9 +148,11 @@ _DOC_PARAMS = """
         choice (SGHMC: ``x = sqrt(h) gamma r_k / sigma``, i.e. r_{k+1} = r_k;
         SGLD/pSGLD: x = 0); ``"zero"`` x = 0; ``"one"`` x = (1, ..., 1);
         ``"momentum-stop"`` r_{k+1} = 0 (samplers with momentum only).
-    n_leapfrog : int, default=10
-        Leapfrog steps per step of ``sampler="sghmc-leapfrog"`` (each step
-        costs n_leapfrog + 1 gradient estimates).
+    n_leapfrog : int or "auto", default="auto"
+        Leapfrog steps per step of ``sampler="sghmc-leapfrog"``.  ``"auto"``:
+        in a whitened metric drawn per step so that the trajectory is a
+        jittered quarter period of the reference Gaussian; 10 in the identity
+        metric.
     inv_mass : float, default=1.0
         ULD's inverse mass u (``sampler="uld"``).
     access : {"random", "reshuffle", "cyclic"}, default="random"
@@ -116,45 +173,63 @@ _DOC_PARAMS = """
         with q95 the 95% quantile of ``||theta - mode||^2`` over a pilot chain
         of ``pilot_steps`` steps of fixed size ``batch_size`` from the mode;
         ``"auto"``: the same rule with the stationary q95 the pilot estimates,
-        computed under the Laplace approximation (a short pilot has not left
-        the mode's neighbourhood and under-estimates it, making every b_k
-        large).  The q95 used is ``pv_threshold_``.
+        computed under the Laplace approximation.  The q95 used is
+        ``pv_threshold_``.
     pilot_steps : int, default=500
         Length of the ``"pilot"`` chain (its gradients count in ``n_grad_evals_``).
     warm_start : bool, default=False
-        Continue the previous chains (state, momentum, preconditioner and
-        random stream) instead of starting new ones; ``n_warmup`` steps are
-        still discarded first (set it to 0 to keep every step).  ``"auto"``
-        step size and friction keep the values the chains started with, so
-        two calls of N steps give the same draws as one chain of 2N steps;
-        ``sampler`` and ``n_chains`` must not change.  The samples
-        attributes hold the draws of the latest call.
+        Continue the previous chains (state, metric, step, momentum,
+        preconditioner and random stream) instead of starting new ones;
+        ``n_warmup`` steps (0 for ``"auto"``) are discarded first.  Two
+        calls of N steps give the same draws as one chain of 2N steps;
+        ``sampler``, ``subsampling``, ``metric`` and ``n_chains`` must not
+        change.  The samples attributes hold the draws of the latest call.
     verbose : int, default=0
         Print progress (per chain: steps done, steps/s).
 """
 
 _DOC_ATTRS = """
+    ess_ : ndarray of shape (n_params,)
+        Bulk effective sample size of every parameter (the order of
+        ``summary()``: per output, the coefficients then the intercept).
+    rhat_ : ndarray of shape (n_params,)
+        Rank-normalised split R-hat of every parameter.
+    target_ess_ : float
+        The effective sample size the fit aimed at.
+    sampler_, subsampling_, metric_ : str
+        The dynamics, gradient estimator and metric kind used (``"auto"``
+        resolved).
+    metropolis_ : bool
+        Whether a Metropolis correction was applied.
+    acceptance_rate_ : float
+        Mean Metropolis acceptance probability while sampling (Metropolis
+        dynamics only).
     n_grad_evals_ : int
         Per-datum gradient evaluations spent (all chains, plus the mode
         search and set-up passes): the fair budget unit across samplers.
+    n_passes_ : float
+        ``n_grad_evals_ / n``: data passes.
     step_size_ : float
-        The step size used.
+        The step size used (with a Metropolis correction: the adapted step,
+        geometric mean over chains).
     friction_ : float
-        The SGHMC friction used (SGHMC only).
+        The friction used (samplers with momentum).
     batch_size_ : int
         The minibatch size used.
+    n_warmup_, n_samples_, thin_ : int
+        Warm-up steps, kept draws and thinning per chain.
     mode_ : ndarray
-        The posterior mode (when ``init="mode"`` or a mode-based estimator),
-        shape (n_outputs, n_coef).
+        The posterior mode (when it was needed: a whitened metric,
+        ``init="mode"`` or a mode-based estimator), shape (n_outputs, n_coef).
     laplace_cov_ : ndarray of shape (n_params, n_params)
-        The Laplace covariance at the mode, when an estimator computed it.
+        The Laplace covariance at the mode, when it was computed.
     batch_sizes_ : ndarray of shape (n_chains, n_sampling_steps)
         Adaptive estimators: the minibatch size of every sampling step
         (every candidate with EWSG); ``mean_batch_size_`` their mean.
     pv_threshold_ : float
         Adaptive estimators with ``pv_threshold="auto"`` or ``"pilot"``: the q95 used.
     sampling_time_ : float
-        Wall time of the slowest chain, seconds.
+        Wall time of the slowest chain, seconds (summed over rounds).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
 """

@@ -58,20 +58,24 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
         "noise_var": [Interval(numbers.Real, 0, None, closed="neither"), None],
     }
 
-    def __init__(self, *, noise_var=None, sampler="sgld", subsampling="uniform",
-                 step_size="auto", batch_size="auto", n_samples=1000, n_warmup=1000, thin=1,
-                 n_chains=4, n_jobs=None, random_state=None, alpha=1.0, fit_intercept=True,
-                 temperature=1.0, friction="auto", init="mode", ewsg_chain_length=1,
-                 ewsg_x="auto", access="random", snapshot_period="auto", pv_threshold="auto",
-                 pilot_steps=500, n_leapfrog=10, inv_mass=1.0, warm_start=False, verbose=0):
+    def __init__(self, *, noise_var=None, sampler="auto", subsampling="auto", metric="auto",
+                 metropolis="auto", step_size="auto", batch_size="auto", n_samples="auto",
+                 n_warmup="auto", thin="auto", target_ess="auto", max_passes=20000,
+                 max_time=None, n_chains=4, n_jobs=None, random_state=None, alpha=1.0,
+                 fit_intercept=True, temperature=1.0, friction="auto", init="auto",
+                 ewsg_chain_length=1, ewsg_x="auto", access="random", snapshot_period="auto",
+                 pv_threshold="auto", pilot_steps=500, n_leapfrog="auto", inv_mass=1.0,
+                 warm_start=False, verbose=0):
         super().__init__(
-            sampler=sampler, subsampling=subsampling, step_size=step_size,
-            batch_size=batch_size, n_samples=n_samples, n_warmup=n_warmup, thin=thin,
-            n_chains=n_chains, n_jobs=n_jobs, random_state=random_state, alpha=alpha,
-            fit_intercept=fit_intercept, temperature=temperature, friction=friction,
-            init=init, ewsg_chain_length=ewsg_chain_length, ewsg_x=ewsg_x, access=access,
-            snapshot_period=snapshot_period, pv_threshold=pv_threshold, pilot_steps=pilot_steps,
-            n_leapfrog=n_leapfrog, inv_mass=inv_mass, warm_start=warm_start, verbose=verbose)
+            sampler=sampler, subsampling=subsampling, metric=metric, metropolis=metropolis,
+            step_size=step_size, batch_size=batch_size, n_samples=n_samples,
+            n_warmup=n_warmup, thin=thin, target_ess=target_ess, max_passes=max_passes,
+            max_time=max_time, n_chains=n_chains, n_jobs=n_jobs, random_state=random_state,
+            alpha=alpha, fit_intercept=fit_intercept, temperature=temperature,
+            friction=friction, init=init, ewsg_chain_length=ewsg_chain_length, ewsg_x=ewsg_x,
+            access=access, snapshot_period=snapshot_period, pv_threshold=pv_threshold,
+            pilot_steps=pilot_steps, n_leapfrog=n_leapfrog, inv_mass=inv_mass,
+            warm_start=warm_start, verbose=verbose)
         self.noise_var = noise_var
 
     def _encode_targets(self, y):

@@ -1,0 +1,363 @@
+"""What the chains do after set-up: warm-up windows, then sampling until the
+draws are worth enough.
+
+Warm-up (``n_warmup="auto"``), in the spirit of Stan's windowed adaptation
+but starting from the Laplace metric instead of the identity:
+
+1. a first window that forgets the overdispersed start (and, for a
+   Metropolis-adjusted dynamics, adapts the step by dual averaging toward a
+   target acceptance rate);
+2. a metric window whose draws, pooled over chains and whitened by the
+   current metric, are checked against the identity: eigen-directions whose
+   variance lies outside the range sampling noise explains (the
+   Marchenko-Pastur band for that many effective draws) are corrected in
+   the metric, the others are left alone (a noisy full covariance would
+   undo the Laplace metric's conditioning);
+3. after a metric change, a short window to settle (and re-adapt the step).
+
+Sampling (``n_samples="auto"``) runs in rounds until the smallest bulk
+effective sample size over parameters reaches ``target_ess`` and the
+largest split R-hat is at most 1.01, or the budget (``max_passes`` data
+passes, ``max_time`` seconds) runs out.  Each round is sized from the ESS
+rate measured so far.
+"""
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import ndtri
+
+from ._metric import Metric
+
+RHAT_TARGET = 1.01
+# largest error of a posterior mean, in posterior sds, that the automatic ESS
+# target allows on every coordinate with 95% probability (Bonferroni)
+MEAN_ERROR_SD = 0.1
+# warm-up windows (iterations of a Metropolis dynamics; multiples of the
+# predicted autocorrelation time otherwise)
+MH_FIRST_WINDOW = 75
+MH_LAST_WINDOW = 50
+MH_TARGET_ACCEPT = {"sgld": 0.6, "sghmc-leapfrog": 0.65}
+# effective draws per parameter the metric window aims at (q = dim / N_eff <= 0.5)
+METRIC_WINDOW_DRAWS_PER_PARAM = 2.0
+# rounds of sampling when no budget bounds them
+MAX_ROUNDS = 20
+# the first sampling round's share of the predicted length
+FIRST_ROUND = 0.6
+# largest factor by which one warm-up window changes a direction's variance
+MAX_CORRECTION = 4.0
+# draws per chain kept even when the warm-up has spent the budget
+MIN_DRAWS = 10
+
+
+def auto_target_ess(dim):
+    """Bulk ESS with which the Monte Carlo error of every one of ``dim``
+    posterior means stays under ``MEAN_ERROR_SD`` sds with 95% probability:
+    ``(z_{1 - 0.025/dim} / 0.1)^2`` (about 860 for 15 parameters, 1,260 for
+    124, 2,080 for 10,000)."""
+    z = float(ndtri(1.0 - 0.025 / max(int(dim), 1)))
+    return int(np.ceil((z / MEAN_ERROR_SD) ** 2))
+
+
+@dataclass
+class Plan:
+    """How long to warm up and sample (see the module docstring)."""
+
+    n_warmup: object              # int or "auto"
+    n_samples: object             # int or "auto"
+    thin: int
+    target_ess: float
+    max_passes: object            # float or None
+    max_time: object              # float or None
+    iat: float                    # predicted steps per effective draw
+    n_rows: int
+    dim: int
+    adapt_step: bool = False      # Metropolis dynamics with an automatic step
+    target_accept: float = 0.8
+    max_step: float = np.inf
+    adapt_metric: bool = False
+    momentum_scale: float = 1.0   # stationary sd of the momenta (redrawn after a metric change)
+    setup_evals: int = 0          # gradient evaluations spent before the chains
+    t_start: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class Outcome:
+    draws: np.ndarray             # (n_chains, n_kept, dim) parameters
+    n_warmup: int                 # warm-up steps per chain
+    ess: np.ndarray               # bulk ESS per parameter (nan if too few draws)
+    rhat: np.ndarray              # split R-hat per parameter
+    budget_exhausted: bool
+    metric_changed: bool
+    accept_rate: float
+    step_sizes: np.ndarray
+    batch_sizes: object = None
+    log: list = field(default_factory=list)
+
+
+class ChainsDiverged(Exception):
+    """A chain diverged; ``results`` holds the pool's last results."""
+
+    def __init__(self, results, phase):
+        super().__init__(phase)
+        self.results = results
+        self.phase = phase
+
+
+def diagnostics(draws):
+    """Bulk ESS and split R-hat per parameter of (n_chains, n_draws, dim) draws."""
+    from ..diagnostics._convergence import ess, rhat  # lazy: diagnostics imports the estimators
+    if draws.shape[1] < 4:
+        nan = np.full(draws.shape[2], np.nan)
+        return nan, nan
+    return np.atleast_1d(ess(draws, "bulk")), np.atleast_1d(rhat(draws))
+
+
+def _passes(pool, plan):
+    return (plan.setup_evals + pool.n_grad_evals) / max(plan.n_rows, 1)
+
+
+def _check(results, phase):
+    if any(r.diverged for r in results):
+        raise ChainsDiverged(results, phase)
+    return results
+
+
+def run(pool, plan, continuing=False):
+    """Warm up (unless continuing with ``n_warmup`` 0) and sample; see the
+    module docstring.  Raises :class:`ChainsDiverged`."""
+    out = Outcome(None, 0, None, None, False, False, np.nan, np.array([]))
+    if not continuing or plan.n_warmup != "auto":
+        out.n_warmup = _warm_up(pool, plan, out, continuing)
+    kept, sizes = _sample(pool, plan, out)
+    out.draws = kept
+    out.batch_sizes = sizes
+    out.accept_rate = float(np.mean([r.accept_rate for r in pool.results]))
+    out.step_sizes = np.array([r.step_size for r in pool.results])
+    return out
+
+
+# ------------------------------------------------------------------ warm-up
+def _windows(plan, n_chains):
+    """Lengths (first, metric, last) of the warm-up windows, per chain."""
+    if plan.n_warmup != "auto":
+        n = int(plan.n_warmup)
+        first, last = int(0.15 * n), int(0.1 * n)
+        window = n - first - last
+        # a metric window only when it holds enough effective draws to
+        # estimate a covariance (a noisy one would undo the Laplace metric)
+        enough = window * n_chains / max(plan.iat, 1.0) >= (
+            METRIC_WINDOW_DRAWS_PER_PARAM * plan.dim)
+        if plan.adapt_metric and n >= (150 if plan.adapt_step else 200) and enough:
+            return first, window, last
+        return n, 0, 0
+    iat = max(plan.iat, 1.0)
+    per_param = METRIC_WINDOW_DRAWS_PER_PARAM * plan.dim / max(n_chains, 1)
+    if plan.adapt_step:
+        first = MH_FIRST_WINDOW
+        metric = max(50, int(np.ceil(per_param * iat))) if plan.adapt_metric else 0
+        return first, metric, MH_LAST_WINDOW
+    first = int(np.ceil(10 * iat))
+    if not plan.adapt_metric:
+        return max(first, 100), 0, 0
+    return first, max(100, int(np.ceil(per_param * iat))), int(np.ceil(5 * iat))
+
+
+def _warm_up(pool, plan, out, continuing):
+    first, metric_window, last = _windows(plan, pool.n_chains)
+    total = first + metric_window + last
+    if total == 0:
+        return 0
+    adapt_start = ({"start": plan.target_accept, "max_step": plan.max_step}
+                   if plan.adapt_step else None)
+    if metric_window == 0:
+        adapt = dict(adapt_start or {}, finish=True) if plan.adapt_step else None
+        _check(pool.advance(first, keep=False, adapt=adapt, phase="warm-up"), "warm-up")
+        out.log.append(("warm-up", first))
+        return first
+    _check(pool.advance(first, keep=False, adapt=adapt_start, phase="warm-up"), "warm-up")
+    results = _check(pool.advance(metric_window, keep=True, phase="warm-up (metric)"),
+                     "warm-up")
+    draws = np.stack([r.samples for r in results])
+    new_metric = adapt_metric(draws, pool.spec.metric)
+    changed = new_metric is not None
+    if changed:
+        pool.rebase(new_metric, plan.momentum_scale)
+        out.metric_changed = True
+    out.log.append(("warm-up", first, metric_window, last, changed))
+    if last:
+        adapt = None
+        if plan.adapt_step:
+            # the step suited to the old metric is a fine start for the new one
+            adapt = {"start": plan.target_accept, "max_step": plan.max_step, "finish": True}
+        _check(pool.advance(last, keep=False, adapt=adapt, phase="warm-up"), "warm-up")
+    return total
+
+
+def _spiked(lam, q):
+    """Population eigenvalue behind a sample eigenvalue ``lam`` outside the
+    Marchenko-Pastur bulk (ratio ``q``): the root of
+    ``lam = l (1 + q / (l - 1))`` on the same side of 1."""
+    b = lam + 1.0 - q
+    disc = np.sqrt(np.maximum(b * b - 4.0 * lam, 0.0))
+    return np.where(lam > 1.0, 0.5 * (b + disc), np.maximum(0.5 * (b - disc), 1e-3))
+
+
+def adapt_metric(draws, metric_config, band=1.3):
+    """Correct the metric where the warm-up draws disagree with it.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (n_chains, n_draws, dim)
+        Parameters.
+    metric_config : dict
+        The current metric (:meth:`Metric.get_config`).
+    band : float
+        Factor widening the Marchenko-Pastur band (finite samples, and the
+        draws' autocorrelation, make it leak).
+
+    Returns
+    -------
+    dict or None
+        The corrected metric's config, or None when every direction's
+        variance is within sampling noise of 1.
+    """
+    metric = Metric.from_config(metric_config)
+    if metric.kind == "identity":
+        return None
+    m, N, dim = draws.shape
+    Z = metric.py_to_z(draws.reshape(-1, dim)).reshape(m, N, dim)
+    # a covariance is a mean of squares: its effective draws are those of z^2
+    # (an antithetic sampler has more effective draws of z than of z^2)
+    ess, _ = diagnostics((Z - Z.mean(axis=(0, 1))) ** 2)
+    n_eff = float(np.nanmedian(ess)) if np.any(np.isfinite(ess)) else m * N
+    n_eff = min(n_eff, m * N)
+    if n_eff < dim:
+        # fewer effective draws than parameters: the sample covariance says
+        # nothing reliable about most directions
+        return None
+    Zc = Z.reshape(-1, dim)
+    C = np.cov(Zc, rowvar=False).reshape(dim, dim)
+    q = dim / n_eff
+    if metric.kind == "diagonal":
+        var = np.diag(C)
+        half = 3.0 * np.sqrt(2.0 / n_eff) * band
+        off = (var > 1.0 + half) | (var < max(1.0 - half, 0.0))
+        if not off.any():
+            return None
+        cfg = dict(metric_config)
+        D = np.array(metric_config["factor"], dtype=np.float64)
+        D[off] *= np.sqrt(np.clip(var[off], 1.0 / MAX_CORRECTION, MAX_CORRECTION))
+        cfg["factor"] = D
+        return cfg
+    lam, U = np.linalg.eigh(0.5 * (C + C.T))
+    hi = (1.0 + np.sqrt(q)) ** 2 * band
+    lo = (1.0 - np.sqrt(q)) ** 2 / band if q < 1 else 0.0
+    sig = (lam > hi) | (lam < lo)
+    if not sig.any():
+        return None
+    # one warm-up window corrects a direction's variance by at most MAX_CORRECTION
+    ell = np.clip(_spiked(lam[sig], q), 1.0 / MAX_CORRECTION, MAX_CORRECTION)
+    Us = U[:, sig]
+    Ct = np.eye(dim) + (Us * (ell - 1.0)) @ Us.T
+    F = np.asarray(metric_config["factor"])
+    M = F @ Ct @ F.T
+    cfg = dict(metric_config)
+    cfg["factor"] = upper_cholesky(0.5 * (M + M.T))
+    return cfg
+
+
+def upper_cholesky(M):
+    """Upper-triangular ``L`` with ``L L^T = M`` (Cholesky of the reversed matrix)."""
+    G = np.linalg.cholesky(M[::-1, ::-1])
+    return np.ascontiguousarray(G[::-1, ::-1])
+
+
+# ----------------------------------------------------------------- sampling
+def _sample(pool, plan, out):
+    thin = max(int(plan.thin), 1)
+    chunks = []
+    sizes = []
+
+    def advance(n_steps):
+        results = _check(pool.advance(n_steps, thin=thin, keep=True, phase="sampling",
+                                      log_sizes=True), "sampling")
+        chunks.append(np.stack([r.samples for r in results]))
+        if results[0].batch_sizes is not None:
+            sizes.append(np.stack([r.batch_sizes for r in results]))
+
+    if plan.n_samples != "auto":
+        advance(int(plan.n_samples) * thin)
+        draws = chunks[0]
+        out.ess, out.rhat = diagnostics(draws)
+        return draws, (sizes[0] if sizes else None)
+
+    m = pool.n_chains
+    target = float(plan.target_ess)
+    # the first round aims below the target (the predicted autocorrelation is
+    # rough; overshooting wastes more than a second round costs), the next
+    # ones at it, from the effective draws per step measured so far
+    steps = max(100, int(np.ceil(FIRST_ROUND * target * max(plan.iat, 1.0) / m)))
+    steps = int(np.ceil(steps / thin) * thin)
+    evals0, steps0 = pool.n_grad_evals, pool.n_steps
+    t0 = time.perf_counter()
+    for round_ in range(MAX_ROUNDS):
+        affordable = _affordable(pool, plan, steps, evals0, steps0, t0)
+        if affordable < steps:
+            out.budget_exhausted = True
+        if not chunks:
+            # the warm-up spent the budget: still keep a few draws, so that the
+            # fit can say how far from its target it stopped
+            affordable = max(affordable, MIN_DRAWS * thin)
+        if affordable < thin:
+            break
+        steps = affordable
+        advance(steps)
+        draws = np.concatenate(chunks, axis=1)
+        ess, rhat = diagnostics(draws)
+        out.ess, out.rhat = ess, rhat
+        min_ess = float(np.nanmin(ess)) if np.any(np.isfinite(ess)) else 0.0
+        max_rhat = float(np.nanmax(rhat)) if np.any(np.isfinite(rhat)) else np.inf
+        out.log.append(("sampling", steps, min_ess, max_rhat))
+        if min_ess >= target and max_rhat <= RHAT_TARGET:
+            out.budget_exhausted = False
+            break
+        if out.budget_exhausted:
+            break
+        kept = draws.shape[1]
+        if min_ess < target:
+            more = kept * (target / max(min_ess, 1.0) - 1.0) * 1.1
+        else:  # enough draws but the chains still disagree
+            more = 0.5 * kept
+        steps = int(np.ceil(max(more, 0.25 * kept, 25) * thin))
+    else:
+        out.budget_exhausted = True
+    draws = np.concatenate(chunks, axis=1)
+    return draws, (np.concatenate(sizes, axis=1) if sizes else None)
+
+
+def _affordable(pool, plan, steps, evals0, steps0, t0):
+    """``steps`` cut to what the budget has left (per chain); the cost of a
+    step is measured on the sampling rounds so far, else on the warm-up."""
+    n, m = max(plan.n_rows, 1), pool.n_chains
+    if pool.n_steps > steps0:
+        evals_per_step = (pool.n_grad_evals - evals0) / ((pool.n_steps - steps0) * m)
+        seconds_per_step = (time.perf_counter() - t0) / (pool.n_steps - steps0)
+    elif pool.n_steps > 0:
+        evals_per_step = pool.n_grad_evals / (pool.n_steps * m)
+        seconds_per_step = pool.seconds / pool.n_steps
+    else:
+        evals_per_step = seconds_per_step = None
+    if plan.max_passes is not None:
+        left = plan.max_passes * n - (plan.setup_evals + pool.n_grad_evals)
+        if left <= 0:
+            return 0
+        if evals_per_step:
+            steps = min(steps, int(left / (evals_per_step * m)))
+    if plan.max_time is not None:
+        left = plan.max_time - (time.perf_counter() - plan.t_start)
+        if left <= 0:
+            return 0
+        if seconds_per_step:
+            steps = min(steps, int(left / seconds_per_step))
+    return max(int(steps), 0)
