@@ -94,29 +94,36 @@ def add_arguments(parser):
     parser.add_argument("--model", choices=sorted(MODELS), required=True,
                         help="logistic: SGMCMCLogisticRegression (binary or multinomial); "
                              "ridge: SGMCMCRidge")
-    parser.add_argument("--sampler", choices=list(SAMPLERS), default="sgld", metavar="NAME",
-                        help=f"dynamics, one of {', '.join(SAMPLERS)} (default: sgld)")
-    parser.add_argument("--subsampling", choices=list(SUBSAMPLINGS), default="uniform",
+    parser.add_argument("--sampler", choices=["auto", *SAMPLERS], default="auto",
                         metavar="NAME",
-                        help=f"gradient estimator, one of {', '.join(SUBSAMPLINGS)} "
-                             "(default: uniform)")
+                        help=f"dynamics: auto or one of {', '.join(SAMPLERS)} (default: auto)")
+    parser.add_argument("--subsampling", choices=["auto", *SUBSAMPLINGS], default="auto",
+                        metavar="NAME",
+                        help=f"gradient estimator: auto or one of {', '.join(SUBSAMPLINGS)} "
+                             "(default: auto)")
+    parser.add_argument("--metric", choices=("auto", "dense", "diagonal", "identity"),
+                        default="auto",
+                        help="coordinates of the sampler: the Laplace metric (dense or "
+                             "diagonal) or the identity (default: auto)")
     parser.add_argument("--test-size", type=float, default=0.2, dest="test_size",
                         help="held-out fraction of the rows, 0 for none (default: 0.2)")
     parser.add_argument("--standardize", action="store_true",
                         help="standardise the features on the training rows (sparse data: "
                              "scaled, not centred); ridge also standardises the target and "
                              "reports metrics in its original units")
-    parser.add_argument("--n-samples", type=int, default=1000, dest="n_samples",
-                        help="draws kept per chain (default: 1000)")
-    parser.add_argument("--n-warmup", type=int, default=1000, dest="n_warmup",
-                        help="discarded steps per chain (default: 1000)")
-    parser.add_argument("--thin", type=int, default=1,
-                        help="keep every THIN-th step (default: 1)")
+    parser.add_argument("--n-samples", type=_auto_or(int), default="auto", dest="n_samples",
+                        help="draws kept per chain, or 'auto' (default): until the effective "
+                             "sample size reaches its target")
+    parser.add_argument("--n-warmup", type=_auto_or(int), default="auto", dest="n_warmup",
+                        help="discarded steps per chain, or 'auto' (default)")
+    parser.add_argument("--thin", type=_auto_or(int), default="auto",
+                        help="keep every THIN-th step, or 'auto' (default)")
     parser.add_argument("--n-chains", type=int, default=4, dest="n_chains",
                         help="chains (default: 4)")
-    parser.add_argument("--init", choices=("mode", "prior", "zeros"), default="mode",
-                        help="start of the chains; 'prior' draws overdispersed starts, a "
-                             "stricter R-hat check (default: mode)")
+    parser.add_argument("--init", choices=("auto", "laplace", "mode", "prior", "zeros"),
+                        default="auto",
+                        help="start of the chains: overdispersed Laplace draws in the Laplace "
+                             "metric, the mode in the identity metric (default: auto)")
     parser.add_argument("--step-size", type=_auto_or(float), default="auto", dest="step_size",
                         help="step size, or 'auto' (default)")
     parser.add_argument("--batch-size", type=_auto_or(int), default="auto", dest="batch_size",
@@ -141,7 +148,7 @@ def run(args):
             args.data, target=args.target, libsvm=args.libsvm, model=args.model,
             out=args.out, test_size=args.test_size, standardize=args.standardize,
             estimator_params=dict(
-                sampler=args.sampler, subsampling=args.subsampling,
+                sampler=args.sampler, subsampling=args.subsampling, metric=args.metric,
                 n_samples=args.n_samples, n_warmup=args.n_warmup, thin=args.thin,
                 n_chains=args.n_chains, init=args.init, step_size=args.step_size,
                 batch_size=args.batch_size, alpha=args.alpha, random_state=args.seed,
@@ -368,14 +375,22 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
     split = (f"{X_tr.shape[0]:,} training / {X_te.shape[0]:,} held-out rows"
              if X_te is not None else f"all {n:,} rows for training (no held-out rows)")
     say(f"{type(est).__name__}(sampler={est.sampler!r}, subsampling={est.subsampling!r}, "
-        f"n_chains={est.n_chains}, n_warmup={est.n_warmup}, n_samples={est.n_samples}, "
-        f"thin={est.thin}, alpha={est.alpha:g}); {split}"
+        f"metric={est.metric!r}, n_chains={est.n_chains}, n_warmup={est.n_warmup!r}, "
+        f"n_samples={est.n_samples!r}, alpha={est.alpha:g}); {split}"
         + ("; features standardised" if standardize else ""))
     t0 = time.perf_counter()
-    est.fit(X_tr, t_tr)
+    with warnings.catch_warnings():
+        # the fit's own convergence warning is reported below, with the check
+        warnings.simplefilter("ignore", MCMCConvergenceWarning)
+        est.fit(X_tr, t_tr)
     seconds = time.perf_counter() - t0
+    say(f"sampler {est.sampler_!r}, subsampling {est.subsampling_!r}, {est.metric_} metric"
+        + (", Metropolis-adjusted" if est.metropolis_ else "")
+        + f": {est.n_warmup_} warm-up steps and {est.n_samples_} draws per chain "
+        f"(thin {est.thin_}), batch {est.batch_size_}")
     say(f"fit in {seconds:.2f} s (sampling {est.sampling_time_:.2f} s); step size "
-        f"{est.step_size_:.3g}; {est.n_grad_evals_:,} gradient evaluations")
+        f"{est.step_size_:.3g}; {est.n_grad_evals_:,} gradient evaluations "
+        f"({est.n_passes_:,.0f} data passes)")
 
     table = summary(est, names=names)
     say()

@@ -10,11 +10,18 @@ reference Gaussian (the Laplace approximation at the mode; the exact
 posterior for ridge), so one can see whether the chains have spread over the
 posterior.
 
+Every estimator runs at its defaults but for the sampler: ``"auto"`` (what a
+user gets), then ``"sgld"``, ``"sghmc"`` and ``"psgld"`` for comparison.
+The budget is automatic (sampling until the effective sample size reaches
+its target); ``--quick`` caps it at a few thousand data passes, so the
+slower samplers stop short (the ESS column says by how much).
+
 The entry point for the command line is :func:`run`; :func:`run_demo` is the
 same for Python callers and tests, and returns the numbers it prints.
 """
 import sys
 import time
+import warnings
 
 import numpy as np
 from scipy.special import expit, logsumexp, softmax
@@ -28,7 +35,7 @@ from sklearn.preprocessing import StandardScaler
 from . import __version__
 from .linear_model import SGMCMCLogisticRegression, SGMCMCRidge
 
-SAMPLERS = ("sgld", "psgld", "sghmc")
+SAMPLERS = ("auto", "sgld", "sghmc", "psgld")
 SPLIT_SEED = 0          # the train/test split never changes with --seed
 TEST_SIZE = 0.25
 N_CHAINS = 4
@@ -36,13 +43,12 @@ ALPHA = 1.0             # prior precision of every estimator
 N_SUMMARY = 4           # coefficients in each posterior summary
 INTERVAL = 0.90         # ridge predictive interval
 
-# Steps per chain: n_warmup + n_samples * thin.  The default is long enough
-# for the chains to spread over most of the posterior on these (correlated,
-# hence ill-conditioned) datasets with the automatic step size; --quick is a
-# smoke test whose posterior standard deviations come out too small.
+# The budget of every fit: the automatic one (until the effective sample size
+# reaches its target, at most max_passes data passes); --quick caps it lower,
+# a smoke test in which the slower samplers stop short of the target.
 SETTINGS = {
-    False: dict(n_warmup=20_000, n_samples=1000, thin=50),
-    True: dict(n_warmup=1000, n_samples=200, thin=5),
+    False: dict(),
+    True: dict(max_passes=10000),
 }
 
 
@@ -51,8 +57,8 @@ def add_arguments(parser):
     """Add the options of the ``demo`` subcommand to an argparse parser."""
     parser.add_argument(
         "--quick", action="store_true",
-        help="much shorter chains (a smoke test; the posterior spread is then "
-             "underestimated)")
+        help="a budget of 10,000 data passes per fit (a smoke test: the slower samplers "
+             "stop short of their effective sample size)")
     parser.add_argument(
         "--seed", type=int, default=0,
         help="random_state of the samplers (the train/test split is fixed); default: 0")
@@ -93,16 +99,16 @@ def run_demo(quick=False, seed=0, n_jobs=-1, out=None):
     out = sys.stdout if out is None else out
     settings = SETTINGS[bool(quick)]
     common = dict(n_chains=N_CHAINS, n_jobs=n_jobs, random_state=seed, alpha=ALPHA, **settings)
-    steps = settings["n_warmup"] + settings["n_samples"] * settings["thin"]
 
     def say(line=""):
         print(line, file=out, flush=True)
 
     t_start = time.perf_counter()
     say(f"skbayes_sg {__version__} demo: SG-MCMC on datasets bundled with scikit-learn")
-    say(f"{N_CHAINS} chains x {steps:,} steps ({settings['n_warmup']:,} warm-up, then "
-        f"{settings['n_samples']:,} draws every {settings['thin']} steps); prior precision "
-        f"alpha={ALPHA:g}; seed={seed}; n_jobs={n_jobs}")
+    budget = (f"at most {settings['max_passes']:,} data passes per fit" if settings
+              else "the automatic budget")
+    say(f"{N_CHAINS} chains per fit, sampled until the effective sample size reaches its "
+        f"target ({budget}); prior precision alpha={ALPHA:g}; seed={seed}; n_jobs={n_jobs}")
     say(f"fixed {1 - TEST_SIZE:.0%}/{TEST_SIZE:.0%} train/test split, features standardised "
         "on the training rows")
 
@@ -127,8 +133,33 @@ def _split(data, stratify):
 
 def _fit_timed(est, X, y):
     t = time.perf_counter()
-    est.fit(X, y)
+    with warnings.catch_warnings():
+        # the ESS column reports a fit that stopped short of its target
+        warnings.simplefilter("ignore", category=UserWarning)
+        est.fit(X, y)
     return time.perf_counter() - t
+
+
+def _label(est):
+    """The sampler as asked, with what "auto" resolved to."""
+    if est.sampler == "auto":
+        return f"auto ({est.sampler_}, {est.subsampling_})"
+    return f"{est.sampler} ({est.subsampling_})"
+
+
+def _fit_numbers(est, seconds):
+    return dict(step_size=est.step_size_, n_grad_evals=est.n_grad_evals_,
+                passes=est.n_passes_, ess=float(np.nanmin(est.ess_)),
+                target_ess=est.target_ess_, rhat=float(np.nanmax(est.rhat_)),
+                fit_time=seconds, label=_label(est))
+
+
+def _fit_columns(r):
+    return (f"{r['step_size']:>10.3g}{r['passes']:>9,.0f}"
+            f"{r['ess']:>7.0f}/{r['target_ess']:<5.0f}{r['rhat']:>7.3f}{r['fit_time']:>8.2f} s")
+
+
+FIT_HEADER = f"{'step':>10}{'passes':>9}{'ESS/target':>13}{'R-hat':>7}{'time':>10}"
 
 
 # -------------------------------------------------------------- classification
@@ -140,8 +171,7 @@ def _classification(say, title, data, common, stratify):
     say()
     say(f"== {title}: SGMCMCLogisticRegression ({kind}; n_train={len(y_tr)}, "
         f"n_test={len(y_te)}, n_features={X_tr.shape[1]}) ==")
-    header = (f"{'model':<38}{'accuracy':>9}{'log-loss':>10}{'step size':>11}"
-              f"{'grad evals':>15}{'fit time':>10}")
+    header = f"{'sampler':<40}{'accuracy':>9}{'log-loss':>10}" + FIT_HEADER
     say(header)
     say("-" * len(header))
 
@@ -152,13 +182,10 @@ def _classification(say, title, data, common, stratify):
         proba = est.predict_proba(X_te)
         res[sampler] = dict(
             accuracy=accuracy_score(y_te, est.classes_[proba.argmax(axis=1)]),
-            log_loss=log_loss(y_te, proba, labels=est.classes_),
-            step_size=est.step_size_, n_grad_evals=est.n_grad_evals_, fit_time=seconds)
+            log_loss=log_loss(y_te, proba, labels=est.classes_), **_fit_numbers(est, seconds))
         fitted[sampler] = est
         r = res[sampler]
-        say(f"{'SGMCMCLogisticRegression ' + sampler:<38}{r['accuracy']:>9.3f}"
-            f"{r['log_loss']:>10.4f}{r['step_size']:>11.3g}{r['n_grad_evals']:>15,}"
-            f"{r['fit_time']:>8.2f} s")
+        say(f"{r['label']:<40}{r['accuracy']:>9.3f}{r['log_loss']:>10.4f}" + _fit_columns(r))
 
     # the MAP of the same model; sklearn leaves the intercept unpenalised
     ref = LogisticRegression(C=1.0 / ALPHA, max_iter=10_000)
@@ -167,8 +194,8 @@ def _classification(say, title, data, common, stratify):
     res["sklearn"] = dict(accuracy=accuracy_score(y_te, ref.predict(X_te)),
                           log_loss=log_loss(y_te, proba, labels=ref.classes_), fit_time=seconds)
     r = res["sklearn"]
-    say(f"{'sklearn LogisticRegression(C=1/alpha)':<38}{r['accuracy']:>9.3f}"
-        f"{r['log_loss']:>10.4f}{'-':>11}{'-':>15}{r['fit_time']:>8.2f} s")
+    say(f"{'sklearn LogisticRegression(C=1/alpha)':<40}{r['accuracy']:>9.3f}"
+        f"{r['log_loss']:>10.4f}{'-':>10}{'-':>9}{'-':>13}{'-':>7}{r['fit_time']:>8.2f} s")
 
     for sampler, est in fitted.items():
         coef = est.coef_samples_
@@ -176,9 +203,10 @@ def _classification(say, title, data, common, stratify):
             coef = coef[:, :, None, :]
         labels = ([f"{n}" for n in names] if coef.shape[2] == 1 else
                   [f"class {c}: {n}" for c in est.classes_ for n in names])
-        ref_sd = _laplace_sd_logistic(X_tr, est.mode_, ALPHA)
+        mode = est.mode_ if hasattr(est, "mode_") else fitted["auto"].mode_
+        ref_sd = _laplace_sd_logistic(X_tr, mode, ALPHA)
         res[sampler]["sd_ratio"] = _summary(
-            say, f"sampler={sampler}", coef, est.intercept_samples_, est.mode_, ref_sd, labels,
+            say, f"sampler={sampler}", coef, est.intercept_samples_, mode, ref_sd, labels,
             "Laplace sd")
     return res
 
@@ -216,8 +244,8 @@ def _regression(say, title, data, common):
         f"n_features={X_tr.shape[1]}; target standardised for sampling, metrics in "
         "its original units) ==")
     cover = f"{INTERVAL:.0%} PI cover"
-    header = (f"{'model':<38}{'RMSE':>8}{'mean log pred':>15}{cover:>14}{'PI width':>10}"
-              f"{'step size':>11}{'grad evals':>15}{'fit time':>10}")
+    header = (f"{'sampler':<40}{'RMSE':>8}{'mean log pred':>15}{cover:>14}{'PI width':>10}"
+              + FIT_HEADER)
     say(header)
     say("-" * len(header))
     lo_q, hi_q = (1 - INTERVAL) / 2, (1 + INTERVAL) / 2
@@ -240,13 +268,11 @@ def _regression(say, title, data, common):
             rmse=y_scale * float(np.sqrt(np.mean((mean - t_te) ** 2))),
             mean_log_pred=float(lpd.mean()),
             coverage=float(np.mean((t_te >= lo) & (t_te <= hi))),
-            interval_width=y_scale * float(np.mean(hi - lo)),
-            step_size=est.step_size_, n_grad_evals=est.n_grad_evals_, fit_time=seconds)
+            interval_width=y_scale * float(np.mean(hi - lo)), **_fit_numbers(est, seconds))
         fitted[sampler] = est
         r = res[sampler]
-        say(f"{'SGMCMCRidge ' + sampler:<38}{r['rmse']:>8.2f}{r['mean_log_pred']:>15.3f}"
-            f"{r['coverage']:>14.3f}{r['interval_width']:>10.1f}{r['step_size']:>11.3g}"
-            f"{r['n_grad_evals']:>15,}{r['fit_time']:>8.2f} s")
+        say(f"{r['label']:<40}{r['rmse']:>8.2f}{r['mean_log_pred']:>15.3f}"
+            f"{r['coverage']:>14.3f}{r['interval_width']:>10.1f}" + _fit_columns(r))
 
     # the MAP of the same model (sklearn's objective ||y - Xw||^2 + a ||w||^2
     # is ours times 2 sigma^2), with a plug-in Gaussian predictive
@@ -264,17 +290,18 @@ def _regression(say, title, data, common):
         coverage=float(np.mean(np.abs(t_te - mean) <= z * np.sqrt(s2))),
         interval_width=y_scale * 2 * z * float(np.sqrt(s2)), fit_time=seconds)
     r = res["sklearn"]
-    say(f"{'sklearn Ridge (plug-in noise)':<38}{r['rmse']:>8.2f}{r['mean_log_pred']:>15.3f}"
-        f"{r['coverage']:>14.3f}{r['interval_width']:>10.1f}{'-':>11}{'-':>15}"
-        f"{r['fit_time']:>8.2f} s")
+    say(f"{'sklearn Ridge (plug-in noise)':<40}{r['rmse']:>8.2f}{r['mean_log_pred']:>15.3f}"
+        f"{r['coverage']:>14.3f}{r['interval_width']:>10.1f}{'-':>10}{'-':>9}{'-':>13}"
+        f"{'-':>7}{r['fit_time']:>8.2f} s")
 
     Xa = np.hstack([X_tr, np.ones((X_tr.shape[0], 1))])
     for sampler, est in fitted.items():
         H = Xa.T @ Xa / est.noise_var_ + ALPHA * np.eye(Xa.shape[1])
         exact_sd = np.sqrt(np.diag(np.linalg.inv(H)))[None, :]
+        mode = est.mode_ if hasattr(est, "mode_") else fitted["auto"].mode_
         res[sampler]["sd_ratio"] = _summary(
             say, f"sampler={sampler}, standardised units", est.coef_samples_[:, :, None, :],
-            est.intercept_samples_, est.mode_, exact_sd, names, "exact sd")
+            est.intercept_samples_, mode, exact_sd, names, "exact sd")
     return res
 
 
