@@ -82,9 +82,10 @@ def test_demo_cli_quick(capsys):
     text = capsys.readouterr().out
     assert "== Breast cancer" in text and "== Wine" in text and "== Diabetes" in text
     # the held-out accuracy printed for each sampler on breast cancer
-    rows = re.findall(r"^SGMCMCLogisticRegression (\w+)\s+([0-9.]+)\s+([0-9.]+)", text, re.M)
-    assert len(rows) == 6  # 3 samplers x 2 classification datasets
-    for sampler, accuracy, _ in rows[:3]:
+    rows = re.findall(r"^(auto|sgld|sghmc|psgld) \(([\w-]+)(?:, [\w-]+)?\)\s+([0-9.]+)\s+"
+                      r"([0-9.]+)", text, re.M)
+    assert len(rows) == 8  # 4 samplers x 2 classification datasets
+    for sampler, _, accuracy, _ in rows[:4]:
         assert float(accuracy) > 0.9, (sampler, accuracy)
 
 
@@ -94,20 +95,21 @@ def test_demo_report_sections(quick_demo):
                     "== Wine: SGMCMCLogisticRegression (multinomial, 3 classes",
                     "== Diabetes: SGMCMCRidge",
                     "sklearn LogisticRegression", "sklearn Ridge",
-                    "Posterior summary, sampler=sgld", "Posterior summary, sampler=psgld",
-                    "Posterior summary, sampler=sghmc",
-                    "Laplace sd", "exact sd", "step size", "grad evals", "fit time",
+                    "Posterior summary, sampler=auto", "Posterior summary, sampler=sgld",
+                    "Posterior summary, sampler=psgld", "Posterior summary, sampler=sghmc",
+                    "Laplace sd", "exact sd", "step", "passes", "ESS/target", "R-hat",
                     "Total time"):
         assert section in text, section
 
 
 def test_demo_numbers_are_sane(quick_demo):
     results, _ = quick_demo
-    for sampler in ("sgld", "psgld", "sghmc"):
+    for sampler in ("auto", "sgld", "psgld", "sghmc"):
         bc = results["breast_cancer"][sampler]
         assert bc["accuracy"] > 0.9
         assert 0 < bc["log_loss"] < 0.3
         assert bc["step_size"] > 0 and bc["n_grad_evals"] > 0 and bc["fit_time"] > 0
+        assert bc["passes"] <= 10000 * 1.05
         assert results["wine"][sampler]["accuracy"] > 0.85
 
         ridge = results["diabetes"][sampler]
@@ -118,4 +120,10 @@ def test_demo_numbers_are_sane(quick_demo):
         assert -7 < ridge["mean_log_pred"] < -4
         # even short chains spread over a fair part of the posterior
         assert 0.1 < ridge["sd_ratio"] < 1.5
+    # the defaults reach their target within the quick budget and match the
+    # reference sds (Laplace / exact) closely
+    for data in ("breast_cancer", "wine", "diabetes"):
+        auto = results[data]["auto"]
+        assert auto["ess"] >= auto["target_ess"] and auto["rhat"] <= 1.01, (data, auto)
+        assert 0.9 < auto["sd_ratio"] < 1.1, (data, auto["sd_ratio"])
     assert results["breast_cancer"]["sklearn"]["accuracy"] > 0.9

@@ -10,14 +10,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
-from scipy.optimize import minimize
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 
-import skbayes_sg._base as base_module
+import skbayes_sg._sampling._runner as runner_module
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
 from skbayes_sg._base import SamplingDivergedError
 from skbayes_sg._sampling._context import FitContext
@@ -153,7 +152,7 @@ def test_warm_start_continues_the_chains_bit_for_bit(sampler, step_size):
     X, y = _binary()
     N = 60
     params = dict(sampler=sampler, step_size=step_size, n_chains=2, random_state=0,
-                  n_warmup=0, batch_size=20)
+                  n_warmup=0, batch_size=20, subsampling="uniform")
     single = SGMCMCLogisticRegression(n_samples=2 * N, **params).fit(X, y)
     est = SGMCMCLogisticRegression(n_samples=N, **params).fit(X, y)
     assert_array_equal(est.coef_samples_, single.coef_samples_[:, :N])
@@ -302,15 +301,16 @@ def test_readonly_memmap_used_in_place(Est, data, tmp_path, monkeypatch):
     assert not X_ro.flags.writeable
 
     seen = []
-    real_run_chain = base_module.run_chain
+    real_run_chain = runner_module.run_chain
 
     def spy(X_chain, *args, **kwargs):
         seen.append(X_chain)
         return real_run_chain(X_chain, *args, **kwargs)
 
-    monkeypatch.setattr(base_module, "run_chain", spy)
+    monkeypatch.setattr(runner_module, "run_chain", spy)
     est = Est(random_state=0, **SMALL).fit(X_ro, y)
-    assert len(seen) == SMALL["n_chains"]
+    # every chain task (one per chain and round) got the data itself
+    assert len(seen) >= SMALL["n_chains"] and len(seen) % SMALL["n_chains"] == 0
     assert all(np.shares_memory(Xc, X_ro) for Xc in seen)  # no copy
     ref = Est(random_state=0, **SMALL).fit(X, y)
     assert_array_equal(est.coef_samples_, ref.coef_samples_)
@@ -439,7 +439,7 @@ def test_warm_start_rejects_changed_chains(Est, data):
     with pytest.raises(ValueError, match="sampler='sghmc' differs"):
         est.set_params(n_chains=2, sampler="sghmc").fit(X, y)
     with pytest.raises(ValueError, match="X has 3 features"):
-        est.set_params(sampler="sgld").fit(X[:, :3], y)
+        est.set_params(sampler="auto").fit(X[:, :3], y)
     # warm_start=False starts afresh with any setting
     est.set_params(warm_start=False, n_chains=3, sampler="sghmc").fit(X, y)
     assert est.coef_samples_.shape[0] == 3
@@ -464,13 +464,18 @@ def test_unfitted_predict_raises():
 # ------------------------------------------------------------- divergence
 # pSGLD is left out: its RMSprop preconditioner rescales every step by about
 # 1/|gradient|, so with a huge step size it wanders over huge but finite values
-# instead of overflowing (see the report; detection only tests finiteness).
+# instead of overflowing.  The identity metric without a Metropolis correction
+# is the classic setting where a step too large overflows (in the Laplace
+# metric a Metropolis-adjusted step cannot diverge: it is rejected).
+CLASSIC = dict(metric="identity", metropolis=False, subsampling="uniform")
+
+
 @pytest.mark.parametrize("sampler", ["sgld", "sghmc"])
 @pytest.mark.parametrize("Est, data", _estimators())
 def test_divergence_raises_and_keeps_no_nan(Est, data, sampler):
     X, y = data
     X = 100.0 * X  # unscaled data
-    est = Est(sampler=sampler, step_size=1e3, random_state=0, **SMALL)
+    est = Est(sampler=sampler, step_size=1e3, random_state=0, **CLASSIC, **SMALL)
     with pytest.raises(SamplingDivergedError,
                        match=r"step_size=1e\+03\. Pass a smaller step_size, e\.g\. "
                              r"step_size=100 ") as info:
@@ -492,13 +497,26 @@ def test_divergence_raises_and_keeps_no_nan(Est, data, sampler):
     assert np.all(np.isfinite(_draws(est)))
 
 
+@pytest.mark.parametrize("Est, data", _estimators())
+def test_divergence_in_the_laplace_metric_raises(Est, data):
+    """A finite blow-up (a chain far outside the posterior in the whitened
+    metric) is caught too, not only overflow."""
+    X, y = data
+    est = Est(sampler="sghmc", subsampling="uniform", step_size=50.0, random_state=0,
+              **SMALL)
+    with pytest.raises(SamplingDivergedError, match="posterior sds"):
+        est.fit(X, y)
+    assert not hasattr(est, "coef_samples_")
+
+
 # --------------------------------------------------------- cost accounting
 @pytest.mark.parametrize("Est, data", _estimators())
 @pytest.mark.parametrize("n_chains, n_warmup, n_samples, thin", [(1, 0, 7, 1), (3, 5, 4, 3)])
 def test_n_grad_evals_full(Est, data, n_chains, n_warmup, n_samples, thin):
     X, y = data
-    est = Est(subsampling="full", init="zeros", step_size=1e-3, n_chains=n_chains,
-              n_warmup=n_warmup, n_samples=n_samples, thin=thin, random_state=0)
+    est = Est(subsampling="full", sampler="sgld", metric="identity", metropolis=False,
+              init="zeros", step_size=1e-3, n_chains=n_chains, n_warmup=n_warmup,
+              n_samples=n_samples, thin=thin, random_state=0)
     if Est is SGMCMCRidge:
         est.set_params(noise_var=0.25)  # no noise-variance estimation pass
     est.fit(X, y)
@@ -506,10 +524,24 @@ def test_n_grad_evals_full(Est, data, n_chains, n_warmup, n_samples, thin):
     assert est.n_grad_evals_ == n_chains * steps * X.shape[0]
 
 
+@pytest.mark.parametrize("n_leapfrog", [1, 3])
+def test_n_grad_evals_hmc(n_leapfrog):
+    """Metropolis-adjusted HMC keeps the gradient at the current state: each
+    iteration costs its n_leapfrog passes, plus one pass per chain at the start."""
+    X, y = _binary()
+    est = SGMCMCLogisticRegression(
+        subsampling="full", sampler="sghmc-leapfrog", metric="identity", init="zeros",
+        step_size=1e-2, n_leapfrog=n_leapfrog, n_chains=2, n_warmup=0, n_samples=9,
+        random_state=0).fit(X, y)
+    assert est.metropolis_
+    assert est.n_grad_evals_ == 2 * (1 + 9 * n_leapfrog) * X.shape[0]
+
+
 @pytest.mark.parametrize("batch_size, b", [(16, 16), ("auto", 100), (1000, 200)])
 def test_n_grad_evals_uniform(batch_size, b):
     X, y = _binary()
-    est = SGMCMCLogisticRegression(subsampling="uniform", init="zeros", batch_size=batch_size,
+    est = SGMCMCLogisticRegression(subsampling="uniform", sampler="sgld", metric="identity",
+                                   init="zeros", batch_size=batch_size,
                                    step_size=1e-3, n_chains=2, n_warmup=10, n_samples=20,
                                    random_state=0)
     est.fit(X, y)
@@ -527,13 +559,13 @@ def test_n_grad_evals_uniform(batch_size, b):
 
 
 def test_n_grad_evals_counts_set_up_passes():
-    """Chains + the mode search (one pass per L-BFGS evaluation, plus one at the
-    origin) + pSGLD's accumulator start (gradient moments and Hessian diagonal:
-    two passes) + the noise-variance lsqr passes."""
+    """Chains + the mode search (one pass per Newton iteration and per line
+    search evaluation) + pSGLD's accumulator start (gradient moments and
+    Hessian diagonal: two passes) + the noise-variance lsqr passes."""
     X, y = _regression()
     n, b, c, s = X.shape[0], 25, 2, 30
     params = dict(batch_size=b, n_chains=c, n_warmup=10, n_samples=20, random_state=0,
-                  step_size=1e-4)
+                  step_size=1e-4, sampler="sgld", subsampling="uniform", metric="identity")
 
     yb = (y > y.mean()).astype(float)
     ctx = FitContext(X, yb, GLM(LOGISTIC, 1), 1.0, True, b)
@@ -542,7 +574,7 @@ def test_n_grad_evals_counts_set_up_passes():
     assert mode_cost > 0 and mode_cost % n == 0
     est = SGMCMCLogisticRegression(init="mode", **params).fit(X, yb)
     assert est.n_grad_evals_ == c * s * b + mode_cost
-    est = SGMCMCLogisticRegression(init="zeros", sampler="psgld", **params).fit(X, yb)
+    est = SGMCMCLogisticRegression(init="zeros", **dict(params, sampler="psgld")).fit(X, yb)
     assert est.n_grad_evals_ == c * s * b + 2 * n
 
     _, n_passes = _estimate_noise_var(X, y, 1.0, True)
@@ -551,23 +583,30 @@ def test_n_grad_evals_counts_set_up_passes():
     assert est.n_grad_evals_ == c * s * b + n_passes * n
 
 
-def test_n_grad_evals_mode_counts_every_pass():
+def test_n_grad_evals_mode_counts_every_pass(monkeypatch):
+    """The Newton mode search counts one pass per evaluation of U, its
+    gradient and Hessian (the origin, every line-search trial)."""
     X, y = _binary()
     n, b = X.shape[0], 25
     calls = []
+    real = FitContext._value_grad_hessian
 
-    def f(theta):
-        calls.append(1)
-        return potential_and_grad(theta, X, y.astype(float), GLM(LOGISTIC, 1), 1.0, True)
+    def counted(self, theta):
+        calls.append(theta.copy())
+        return real(self, theta)
 
-    _, g0 = f(np.zeros(5))
-    res = minimize(f, np.zeros(5), jac=True, method="L-BFGS-B",
-                   options={"maxiter": 2000, "gtol": 1e-10 * max(1.0, np.max(np.abs(g0))),
-                            "ftol": 1e-15})
-    assert len(calls) == res.nfev + 1
-    est = SGMCMCLogisticRegression(init="mode", batch_size=b, n_chains=1, n_warmup=0,
-                                   n_samples=10, step_size=1e-3, random_state=0).fit(X, y)
+    monkeypatch.setattr(FitContext, "_value_grad_hessian", counted)
+    est = SGMCMCLogisticRegression(init="mode", metric="identity", sampler="sgld",
+                                   subsampling="uniform", batch_size=b, n_chains=1,
+                                   n_warmup=0, n_samples=10, step_size=1e-3,
+                                   random_state=0).fit(X, y)
+    assert 3 <= len(calls) <= 20
     assert est.n_grad_evals_ == 10 * b + len(calls) * n
+    # the mode it found is the optimum to well within its posterior sds
+    theta = est.mode_.ravel()
+    _, g = potential_and_grad(theta, X, y.astype(float), GLM(LOGISTIC, 1), 1.0, True)
+    H = FitContext(X, y.astype(float), GLM(LOGISTIC, 1), 1.0, True, b).hessian(theta)
+    assert np.sqrt(g @ np.linalg.solve(H, g)) < 1e-4
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
@@ -603,7 +642,7 @@ def test_ridge_warns_when_the_intercept_prior_binds():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((100, 2))
     y = X @ [1.0, -1.0] + 150.0 + rng.standard_normal(100)
-    est = SGMCMCRidge(n_samples=20, n_warmup=20, n_chains=1, random_state=0)
+    est = SGMCMCRidge(n_chains=2, random_state=0)
     with pytest.warns(UserWarning, match="Centre or standardise y"):
         est.fit(X, y)
     # centred targets, or a weak prior, fit quietly

@@ -174,7 +174,9 @@ def australian_posterior():
     X, y = load_svmlight_file(str(DATA / "australian_scale"), n_features=14)
     X = np.ascontiguousarray(X.toarray())
     y = (y > 0).astype(float)
-    est = SGMCMCLogisticRegression(sampler="sghmc", n_chains=1, n_samples=500, n_warmup=500,
+    # the paper's setting: SGHMC in the parameters' own coordinates
+    est = SGMCMCLogisticRegression(sampler="sghmc", subsampling="uniform", metric="identity",
+                                   n_chains=1, n_samples=500, n_warmup=500,
                                    random_state=0).fit(X, y)
     draws = np.concatenate([est.coef_samples_[0], est.intercept_samples_[0][:, None]], 1)
     return X, y, est, draws
@@ -278,6 +280,7 @@ def test_ewsg_counts_M_plus_one_minibatches(sampler):
     y = (X[:, 0] + rng.standard_normal(200) > 0).astype(int)
     for M in (1, 3):
         est = SGMCMCLogisticRegression(sampler=sampler, subsampling="ewsg", ewsg_chain_length=M,
+                                       metric="identity",
                                        batch_size=10, step_size=1e-3, init="zeros", n_chains=2,
                                        n_warmup=5, n_samples=20, friction=1.0, random_state=0)
         if sampler == "psgld":
@@ -304,6 +307,7 @@ def test_ewsg_ridge_posterior_close_to_exact(sampler, kind):
     sd = np.sqrt(np.diag(cov))
     Xin = sp.csr_matrix(X.astype(np.float32)) if kind == "csr32" else X
     est = SGMCMCRidge(sampler=sampler, subsampling="ewsg", noise_var=1.0, batch_size=20,
+                      metric="identity", init="mode",
                       n_samples=4000, n_warmup=500, thin=2, n_chains=2, random_state=0)
     est.fit(Xin, y)
     draws = np.concatenate([est.coef_samples_, est.intercept_samples_[..., None]], -1)
@@ -325,7 +329,8 @@ def test_ewsg_multinomial_and_errors():
     assert np.all(np.isfinite(est.coef_samples_))
     np.testing.assert_allclose(est.predict_proba(X).sum(axis=1), 1.0)
     with pytest.raises(ValueError, match="ewsg_x='momentum-stop'.*sampler='sgld'"):
-        SGMCMCLogisticRegression(subsampling="ewsg", ewsg_x="momentum-stop").fit(X, y)
+        SGMCMCLogisticRegression(subsampling="ewsg", sampler="sgld",
+                                 ewsg_x="momentum-stop").fit(X, y)
     # every ewsg_x choice runs with a momentum sampler
     for x_mode in EWSG_X_MODES:
         SGMCMCLogisticRegression(subsampling="ewsg", sampler="sghmc", ewsg_x=x_mode,

@@ -60,10 +60,16 @@ except ImportError:
 
 Z = 4.5
 ACCESS_MODES = ("random", "reshuffle", "cyclic")
-MOMENTUM_SAMPLERS = {"sghmc", "uld"}
+MOMENTUM_SAMPLERS = {"sghmc", "uld", "baoab"}
 EWSG_SUBSAMPLINGS = {"ewsg", "ewsg-cv", "ewsg-svrg"}
 N_LEAPFROG = 5
-ALLOW = {"sgld": 0.08, "psgld": 0.20, "sghmc": 0.08, "sghmc-leapfrog": 0.08, "uld": 0.08}
+ALLOW = {"sgld": 0.08, "psgld": 0.20, "sghmc": 0.08, "sghmc-leapfrog": 0.08, "uld": 0.08,
+         "baoab": 0.08}
+# the matrix checks each dynamics as its paper defines it, in the parameters'
+# own coordinates at the steps chosen here; the Laplace metric, the
+# Metropolis correction and the automatic budget have tests of their own
+# (tests/test_metric.py)
+CLASSIC = dict(metric="identity", metropolis=False, init="mode")
 # design bound on the exact finite-h inflation at the chosen steps (asserted)
 DESIGN_INFLATION = 0.05
 
@@ -100,6 +106,8 @@ FAST_RIDGE = [
     ("uld", "preferential", "random"),
     ("uld", "svrg", "reshuffle"),
     ("uld", "ewsg-cv", "random"),
+    ("baoab", "uniform", "random"),
+    ("baoab", "cv-preferential", "random"),
 ]
 FAST_LOGISTIC = [
     ("sgld", "adaptive-cv", "random"),
@@ -107,6 +115,7 @@ FAST_LOGISTIC = [
     ("sghmc", "tmu", "random"),
     ("sghmc-leapfrog", "uniform", "random"),
     ("uld", "ewsg", "random"),
+    ("baoab", "svrg", "random"),
 ]
 
 
@@ -124,10 +133,10 @@ def test_fast_subset_covers_every_row():
         assert {c[2] for c in fast} == set(ACCESS_MODES)
         assert all(c in POSTERIOR_COMBOS for c in fast)
     assert {c[0] for c in FAST_LOGISTIC} == set(SAMPLERS)
-    assert set(SAMPLERS) == {"sgld", "psgld", "sghmc", "sghmc-leapfrog", "uld"}
+    assert set(SAMPLERS) == {"sgld", "psgld", "sghmc", "sghmc-leapfrog", "uld", "baoab"}
     assert len(SUBSAMPLINGS) == 13 and ACCESS_SUBSAMPLINGS <= set(SUBSAMPLINGS)
-    assert len(ALL_COMBOS) == 5 * (13 + 2 * len(ACCESS_SUBSAMPLINGS))
-    assert len(EWSG_CYCLIC) == 5 * 3
+    assert len(ALL_COMBOS) == 6 * (13 + 2 * len(ACCESS_SUBSAMPLINGS))
+    assert len(EWSG_CYCLIC) == 6 * 3
 
 
 # ------------------------------------------------------------------ steps
@@ -151,6 +160,7 @@ def _steps(P, V, n, T=1.0):
         "psgld": dict(step_size=0.1 / np.linalg.eigvalsh(Gh[:, None] * (P + V) * Gh).max()),
         "sghmc": dict(step_size=mom, friction=gamma),
         "uld": dict(step_size=mom, friction=gamma, inv_mass=1.0),
+        "baoab": dict(step_size=mom, friction=gamma),
         "sghmc-leapfrog": dict(
             step_size=min(0.2 / np.sqrt(lam), np.sqrt(0.1 * T / (N_LEAPFROG * v))),
             n_leapfrog=N_LEAPFROG),
@@ -302,7 +312,7 @@ def test_ridge_matrix(ridge, sampler, subsampling, access):
     budget = _budget(ridge, sampler, kw)
     est = SGMCMCRidge(noise_var=NOISE_VAR, alpha=ALPHA, sampler=sampler, subsampling=subsampling,
                       access=access, batch_size=B_RIDGE, n_chains=N_CHAINS, n_jobs=N_CHAINS,
-                      random_state=0, **budget, **kw)
+                      random_state=0, **CLASSIC, **budget, **kw)
     est.fit(ridge["X"], ridge["y"])
     draws = _draws(est)
     assert np.all(np.isfinite(draws))
@@ -354,7 +364,7 @@ def test_logistic_matrix(logistic, sampler, subsampling, access):
     budget = _budget(logistic, sampler, kw)
     est = SGMCMCLogisticRegression(alpha=ALPHA, sampler=sampler, subsampling=subsampling,
                                    access=access, batch_size=B_LOGIT, n_chains=N_CHAINS,
-                                   n_jobs=N_CHAINS, random_state=1, **budget, **kw)
+                                   n_jobs=N_CHAINS, random_state=1, **CLASSIC, **budget, **kw)
     est.fit(logistic["X"], logistic["y"])
     draws = _draws(est)
     what = f"logistic {sampler}/{subsampling}/{access}"
@@ -454,7 +464,8 @@ def small():
     return X, (X[:, 0] + rng.normal(size=60) > 0).astype(int)
 
 
-FAST_KW = dict(n_samples=5, n_warmup=5, n_chains=1, random_state=0, batch_size=10)
+FAST_KW = dict(n_samples=5, n_warmup=5, n_chains=1, random_state=0, batch_size=10,
+               metric="identity")
 
 
 @pytest.mark.parametrize("subsampling", sorted(set(SUBSAMPLINGS) - ACCESS_SUBSAMPLINGS))

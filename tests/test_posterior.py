@@ -202,8 +202,14 @@ def ridge():
     return dict(X=X, y=y, mean=mean, cov=cov, P=P, lmax=eig.max(), lmin=eig.min())
 
 
+# the classical samplers in the parameters' own coordinates, at the steps the
+# exact finite-h laws are computed for (the Laplace metric, the Metropolis
+# correction and the automatic budget: tests/test_metric.py)
+CLASSIC = dict(metric="identity", metropolis=False, init="mode", subsampling="uniform")
+
+
 def _fit_ridge(X, y, **kw):
-    params = dict(noise_var=NOISE_VAR, alpha=ALPHA, random_state=0, n_chains=4)
+    params = dict(noise_var=NOISE_VAR, alpha=ALPHA, random_state=0, n_chains=4, **CLASSIC)
     params.update(kw)
     return SGMCMCRidge(**params).fit(X, y)
 
@@ -439,7 +445,8 @@ def test_logistic_matches_reference_sampler(australian, sampler):
     """Every coordinate's posterior mean within Z combined MC se of the
     reference sampler's, and every sd within LOGISTIC_SD_ALLOW + Z se."""
     est = SGMCMCLogisticRegression(sampler=sampler, alpha=ALPHA, n_chains=4, n_jobs=2,
-                                   n_warmup=3000, random_state=1, **LOGISTIC_CASES[sampler])
+                                   n_warmup=3000, random_state=1, **CLASSIC,
+                                   **LOGISTIC_CASES[sampler])
     est.fit(australian["X"], australian["y"])
     draws = _draws(est)
     _assert_mean(draws, australian["mean"], target_se=australian["mean_se"],
@@ -456,9 +463,10 @@ def test_logistic_matches_reference_sampler(australian, sampler):
 def test_logistic_full_gradient_sgld(australian):
     """Full-gradient SGLD (ULA): only the O(h) bias, no minibatch noise, so
     the same tolerances with a smaller allowance (5%)."""
-    est = SGMCMCLogisticRegression(sampler="sgld", subsampling="full", step_size=5e-4,
+    est = SGMCMCLogisticRegression(sampler="sgld", step_size=5e-4,
                                    alpha=ALPHA, n_samples=3000, thin=40, n_warmup=2000,
-                                   n_chains=4, n_jobs=2, random_state=2)
+                                   n_chains=4, n_jobs=2, random_state=2,
+                                   **dict(CLASSIC, subsampling="full"))
     est.fit(australian["X"], australian["y"])
     draws = _draws(est)
     _assert_mean(draws, australian["mean"], target_se=australian["mean_se"],
@@ -541,7 +549,7 @@ def test_multinomial_recovers_coefficients(multinomial, sampler):
     K = mn["K"]
     est = SGMCMCLogisticRegression(sampler=sampler, batch_size=100, n_samples=3000, thin=30,
                                    n_warmup=2000, n_chains=4, n_jobs=2, alpha=ALPHA,
-                                   random_state=3, **MULTINOMIAL_CASES[sampler])
+                                   random_state=3, **CLASSIC, **MULTINOMIAL_CASES[sampler])
     est.fit(mn["X"], mn["y"])
     assert est.coef_samples_.shape == (4, 3000, K, 3)
     assert est.intercept_samples_.shape == (4, 3000, K)

@@ -372,6 +372,7 @@ def test_public_grad_eval_accounting(method):
     y = rng.normal(size=n)
     for period in ["auto", 4]:
         est = SGMCMCRidge(subsampling=method, batch_size=b, snapshot_period=period,
+                          metric="identity",
                           step_size=1e-3, noise_var=1.0, init="zeros", n_chains=chains,
                           n_warmup=warm, n_samples=samples, random_state=0).fit(X, y)
         m = int(np.ceil(n / b)) if period == "auto" else period
@@ -636,8 +637,8 @@ def test_ridge_posterior_nine_combinations(ridge200, method, access):
     MC standard errors of the exact one; covariance entries within Z MC
     standard errors plus 5% of sqrt(C_jj C_kk) (the O(h) allowance)."""
     X, y = ridge200["X"], ridge200["y"]
-    est = SGMCMCRidge(subsampling=method, access=access, batch_size=NINE_B,
-                      step_size=ridge200["h"], noise_var=1.0, alpha=1.0, n_chains=4,
+    est = SGMCMCRidge(subsampling=method, access=access, batch_size=NINE_B, metric="identity",
+                      init="mode", step_size=ridge200["h"], noise_var=1.0, alpha=1.0, n_chains=4,
                       n_warmup=5000, n_samples=3000, thin=100, random_state=0).fit(X, y)
     draws = _public_draws(est)
     _assert_mean(draws, ridge200["mean"], f"{method}-{access}")
