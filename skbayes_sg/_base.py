@@ -580,6 +580,7 @@ class BaseSGMCMC(BaseEstimator):
         self.thin_ = int(plan.thin)
         self.n_grad_evals_ = int(pool.n_grad_evals + ctx.n_grad_evals)
         self.n_passes_ = self.n_grad_evals_ / ctx.n
+        self.n_setup_passes_ = ctx.n_grad_evals / ctx.n
         self.sampling_time_ = float(pool.seconds)
         if "mode" in ctx._cache:
             self.mode_ = ctx._cache["mode"].reshape(K, dext)

@@ -40,6 +40,8 @@ MH_LAST_WINDOW = 50
 MH_TARGET_ACCEPT = {"sgld": 0.6, "sghmc-leapfrog": 0.65}
 # effective draws per parameter the metric window aims at (q = dim / N_eff <= 0.5)
 METRIC_WINDOW_DRAWS_PER_PARAM = 2.0
+# metric windows at most (each one after a correction twice as long)
+MAX_METRIC_WINDOWS = 3
 # rounds of sampling when no budget bounds them
 MAX_ROUNDS = 20
 # the first sampling round's share of the predicted length
@@ -176,19 +178,35 @@ def _warm_up(pool, plan, out, continuing):
         out.log.append(("warm-up", first))
         return first
     _check(pool.advance(first, keep=False, adapt=adapt_start, phase="warm-up"), "warm-up")
-    results = _check(pool.advance(metric_window, keep=True, phase="warm-up (metric)"),
-                     "warm-up")
-    draws = np.stack([r.samples for r in results])
-    new_metric = adapt_metric(draws, pool.spec.metric)
-    changed = new_metric is not None
-    if changed:
+    # metric windows, as Stan's: each that changes the metric is followed by
+    # one twice as long, measured in the corrected metric (a short window sees
+    # only the largest mismatches, and its eigenvectors are noisy); the first
+    # that finds nothing to correct ends the adaptation
+    window, windows, changed = metric_window, [], False
+    restart = None
+    for _ in range(MAX_METRIC_WINDOWS):
+        window = _warmup_cap(pool, plan, window)
+        if window < 10:
+            break
+        results = _check(pool.advance(window, keep=True, adapt=restart,
+                                      phase="warm-up (metric)"), "warm-up")
+        windows.append(window)
+        new_metric = adapt_metric(np.stack([r.samples for r in results]), pool.spec.metric)
+        if new_metric is None:
+            break
         pool.rebase(new_metric, plan.momentum_scale)
-        out.metric_changed = True
-    out.log.append(("warm-up", first, metric_window, last, changed))
+        changed = out.metric_changed = True
+        # the step suited to the old metric is a fine start for the new one
+        restart = adapt_start
+        window *= 2
+    last = _warmup_cap(pool, plan, last) if last else 0
+    if plan.adapt_step:
+        last = max(last, 1)  # the step adaptation must end before sampling
+    total = first + sum(windows) + last
+    out.log.append(("warm-up", first, sum(windows), last, changed))
     if last:
         adapt = None
         if plan.adapt_step:
-            # the step suited to the old metric is a fine start for the new one
             adapt = {"start": plan.target_accept, "max_step": plan.max_step, "finish": True}
         _check(pool.advance(last, keep=False, adapt=adapt, phase="warm-up"), "warm-up")
     return total
@@ -334,6 +352,17 @@ def _sample(pool, plan, out):
         out.budget_exhausted = True
     draws = np.concatenate(chunks, axis=1)
     return draws, (np.concatenate(sizes, axis=1) if sizes else None)
+
+
+def _warmup_cap(pool, plan, steps):
+    """A warm-up window cut to half of what the budget has left."""
+    half = Plan(**{**plan.__dict__,
+                   "max_passes": None if plan.max_passes is None else
+                   0.5 * (plan.max_passes + (plan.setup_evals + pool.n_grad_evals)
+                          / max(plan.n_rows, 1)),
+                   "max_time": None if plan.max_time is None else
+                   0.5 * (plan.max_time + time.perf_counter() - plan.t_start)})
+    return _affordable(pool, half, steps, 0, 0, time.perf_counter())
 
 
 def _affordable(pool, plan, steps, evals0, steps0, t0):

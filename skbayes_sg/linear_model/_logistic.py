@@ -209,6 +209,9 @@ _DOC_ATTRS = """
         search and set-up passes): the fair budget unit across samplers.
     n_passes_ : float
         ``n_grad_evals_ / n``: data passes.
+    n_setup_passes_ : float
+        The data passes spent before the chains (mode search, metric,
+        estimator and step set-up).
     step_size_ : float
         The step size used (with a Metropolis correction: the adapted step,
         geometric mean over chains).
