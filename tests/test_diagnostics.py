@@ -397,3 +397,19 @@ def test_to_inference_data_without_arviz_names_the_extra(binary_fit, monkeypatch
     monkeypatch.setitem(sys.modules, "arviz", None)
     with pytest.raises(ImportError, match=r"skbayes_sg\[arviz\]"):
         to_inference_data(binary_fit)
+
+
+def test_bulk_ess_and_rhat_share_one_rank_normalisation():
+    """The fit's stopping rule computes both at once; they equal the public
+    functions' values, NaN for a parameter with a non-finite draw."""
+    from skbayes_sg.diagnostics._convergence import bulk_ess_and_rhat
+    rng = np.random.default_rng(0)
+    draws = 0.1 * rng.normal(size=(4, 300, 5)).cumsum(axis=1) + rng.normal(size=(4, 300, 5))
+    e, r = bulk_ess_and_rhat(draws)
+    np.testing.assert_allclose(e, ess(draws), rtol=1e-12)
+    np.testing.assert_allclose(r, rhat(draws), rtol=1e-12)
+    draws[1, 7, 3] = np.inf
+    e, r = bulk_ess_and_rhat(draws)
+    assert np.isnan(e[3]) and np.isnan(r[3]) and np.all(np.isfinite(e[:3]))
+    e, r = bulk_ess_and_rhat(draws[:, :3])
+    assert np.all(np.isnan(e)) and np.all(np.isnan(r))

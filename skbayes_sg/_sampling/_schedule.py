@@ -108,11 +108,9 @@ class ChainsDiverged(Exception):
 
 def diagnostics(draws):
     """Bulk ESS and split R-hat per parameter of (n_chains, n_draws, dim) draws."""
-    from ..diagnostics._convergence import ess, rhat  # lazy: diagnostics imports the estimators
-    if draws.shape[1] < 4:
-        nan = np.full(draws.shape[2], np.nan)
-        return nan, nan
-    return np.atleast_1d(ess(draws, "bulk")), np.atleast_1d(rhat(draws))
+    # lazy: the diagnostics package imports the estimators
+    from ..diagnostics._convergence import bulk_ess_and_rhat
+    return bulk_ess_and_rhat(draws)
 
 
 def _passes(pool, plan):

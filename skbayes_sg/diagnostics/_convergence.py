@@ -336,6 +336,32 @@ def _rhat(a):
     return values
 
 
+def bulk_ess_and_rhat(draws):
+    """:func:`ess` (bulk) and :func:`rhat` of the same draws, sharing the
+    rank normalisation of the split chains (the fit's stopping rule calls
+    this after every round).
+
+    Returns
+    -------
+    ess, rhat : ndarrays of shape (n_params,)
+    """
+    a, _ = _as_chains(draws)
+    P, m, n = a.shape
+    ess_values, rhat_values = np.full(P, np.nan), np.full(P, np.nan)
+    if n < _MIN_DRAWS:
+        return ess_values, rhat_values
+    split = _split_chains(a)
+    ok = np.all(np.isfinite(split), axis=(1, 2))
+    if ok.any():
+        s = split[ok]
+        z = _z_scale(s)
+        ess_values[ok] = _ess_basic(z)
+        median = np.median(s.reshape(s.shape[0], -1), axis=1)
+        tail = _rhat_basic(_z_scale(np.abs(s - median[:, None, None])))
+        rhat_values[ok] = np.maximum(_rhat_basic(z), tail)
+    return ess_values, rhat_values
+
+
 # --------------------------------------------------------------- the estimator
 def _final_estimator(estimator):
     """The fitted SG-MCMC estimator (the last step of a pipeline)."""
