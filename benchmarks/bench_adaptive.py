@@ -111,7 +111,8 @@ def run(data, passes, n_chains, keep, step_size, seed):
     b = max(1, int(np.ceil(0.001 * n)))
     steps = int(passes * n / b)
     thin = max(1, steps // keep)
-    common = dict(batch_size=b, step_size=step_size, init="mode", n_warmup=0,
+    common = dict(metric="identity", metropolis=False,
+                  batch_size=b, step_size=step_size, init="mode", n_warmup=0,
                   n_samples=steps // thin, thin=thin, n_chains=n_chains, n_jobs=2,
                   random_state=seed)
     out = {}

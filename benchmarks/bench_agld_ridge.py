@@ -121,7 +121,8 @@ def run(name, subsampling, access, c, data, args, lam_max, noise_var):
     thin = max(1, n_steps // (args.passes * args.draws_per_pass))
     n_samples = n_steps // thin
     n_steps = n_samples * thin
-    est = SGMCMCRidge(subsampling=subsampling, access=access, batch_size=b,
+    est = SGMCMCRidge(metric="identity", metropolis=False,
+                      subsampling=subsampling, access=access, batch_size=b,
                       step_size=c / lam_max, noise_var=noise_var, alpha=1.0,
                       init=post_mean if args.init == "mode" else "zeros",
                       n_warmup=0, n_samples=n_samples, thin=thin, n_chains=args.chains,

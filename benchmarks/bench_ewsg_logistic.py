@@ -78,6 +78,7 @@ def one_pass(name, h, seed, X, y, n_chains=1, final_only=False):
     steps = X.shape[0] // (BATCH * (M + 1))
     warm = steps - 1 if final_only else steps // 2
     est = SGMCMCLogisticRegression(
+        metric="identity", metropolis=False,
         sampler=sampler, subsampling=sub, step_size=h, batch_size=BATCH,
         n_samples=steps - warm, n_warmup=warm, n_chains=n_chains, n_jobs=1,
         random_state=seed, alpha=ALPHA, friction=GAMMA, init="zeros",
@@ -173,6 +174,7 @@ def main():
     t_lr = time.perf_counter() - t0
     # the posterior the chains aim at: long SGHMC run started at the mode
     post = SGMCMCLogisticRegression(
+        metric="identity", metropolis=False,
         sampler="sghmc", step_size=2e-4, friction=GAMMA, batch_size=BATCH, alpha=ALPHA,
         n_warmup=5 * n // BATCH, n_samples=2000, thin=10, n_chains=2, random_state=0,
         init="mode").fit(Xtr, ytr)

@@ -63,6 +63,7 @@ def engine_run(problem, M, n_evals, h, seed):
 def api_run(X, y, M, n_evals, h, seed):
     steps = n_evals // (BATCH * (M + 1))
     est = SGMCMCLogisticRegression(
+        metric="identity", metropolis=False,
         sampler="sghmc", subsampling="ewsg" if M else "uniform", ewsg_chain_length=max(M, 1),
         step_size=h, friction=GAMMA, batch_size=BATCH, alpha=ALPHA, n_samples=1,
         n_warmup=steps - 1, n_chains=1, init="zeros", random_state=seed).fit(X, y)

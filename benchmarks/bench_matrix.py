@@ -172,7 +172,8 @@ def calls_per_step(sampler):
 
 
 def make_estimator(kind, sampler, sub, seed, **kw):
-    common = dict(sampler=sampler, subsampling=sub, batch_size=BATCH, n_chains=1, n_jobs=1,
+    common = dict(metric="identity", metropolis=False,
+                  sampler=sampler, subsampling=sub, batch_size=BATCH, n_chains=1, n_jobs=1,
                   alpha=ALPHA, random_state=seed, init="mode", n_leapfrog=N_LEAPFROG,
                   ewsg_chain_length=EWSG_M)
     common.update(kw)

@@ -255,7 +255,8 @@ def public_fit(path, n, y, w_true, b):
     m = int(np.ceil(n / b))
     drop_cache(path, X)
     anon0 = rss_anon_mb()
-    clf = SGMCMCLogisticRegression(subsampling="tmu", access="cyclic", batch_size=b,
+    clf = SGMCMCLogisticRegression(metric="identity", metropolis=False,
+                                   subsampling="tmu", access="cyclic", batch_size=b,
                                    step_size=h, init="zeros", n_chains=1, n_warmup=0,
                                    n_samples=m // 100, thin=100, random_state=0)
     t0 = time.perf_counter()
@@ -263,7 +264,7 @@ def public_fit(path, n, y, w_true, b):
     wall = time.perf_counter() - t0
     anon1 = rss_anon_mb()
     corr = np.corrcoef(clf.coef_, w_true)[0, 1]
-    print(f"\nPublic estimator, cold cache: SGMCMCLogisticRegression(subsampling='tmu', "
+    print(f"\nPublic estimator, cold cache: SGMCMCLogisticRegression(metric='identity', subsampling='tmu', "
           f"access='cyclic', batch_size={b}, step_size={h:.2g}, init='zeros', n_chains=1), "
           f"one pass of steps ({m // 100 * 100:,} steps)")
     print(f"  fit wall {wall:.1f} s (validation scan + start-point table pass + sampling), "

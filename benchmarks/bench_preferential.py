@@ -127,7 +127,8 @@ def run_method(data, subsampling, step_size, passes, n_chains, keep_per_pass, se
     steps_per_pass = n / b
     thin = max(1, int(round(steps_per_pass / keep_per_pass)))
     n_samples = steps // thin
-    common = dict(subsampling=subsampling, batch_size=b, step_size=step_size, init="mode",
+    common = dict(metric="identity", metropolis=False,
+                  subsampling=subsampling, batch_size=b, step_size=step_size, init="mode",
                   n_warmup=0, n_samples=n_samples, thin=thin, n_chains=n_chains, n_jobs=2,
                   alpha=1.0, random_state=seed)
     if data["model"] == "linear":

@@ -63,6 +63,7 @@ def bench(name, X, y, repeats, batch=50, scan=None):
 
     def sgld_fit():
         est = SGMCMCLogisticRegression(
+            metric="identity", metropolis=False,
             sampler="sgld", subsampling="uniform", batch_size=batch, step_size=1e-6,
             n_samples=steps, n_warmup=0, n_chains=1, init="zeros", random_state=0)
         est.fit(X, y)
