@@ -42,6 +42,11 @@ FULL_PASSES_PER_DRAW = 4.0
 #: in a whitened metric ``||z||^2 / dim`` is about 1 under the posterior; a chain
 #: whose root-mean-square distance exceeds this many sds has blown up
 DIVERGENCE_SD = 50.0
+#: max_passes="auto": as many data passes as this many flops of per-datum
+#: gradients (about half a minute on one core), within [1,000, 1,000,000]:
+#: cheap passes may be many, dear ones few
+AUTO_BUDGET_FLOPS = 2e10
+AUTO_BUDGET_PASSES = (1000, 1_000_000)
 #: initial (and largest) steps of the Metropolis-adjusted dynamics in a
 #: whitened metric; dual averaging adapts them during warm-up
 MH_STEP = {"sgld": (1.0, 3.0), "sghmc-leapfrog": (0.5, np.pi / 2)}
@@ -89,7 +94,8 @@ class BaseSGMCMC(BaseEstimator):
         "n_warmup": [Interval(numbers.Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "thin": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "target_ess": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "max_passes": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "max_passes": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"}),
+                       None],
         "max_time": [Interval(numbers.Real, 0, None, closed="neither"), None],
         "n_chains": [Interval(numbers.Integral, 1, None, closed="left")],
         "n_jobs": [numbers.Integral, None],
@@ -126,7 +132,7 @@ class BaseSGMCMC(BaseEstimator):
         n_warmup="auto",
         thin="auto",
         target_ess="auto",
-        max_passes=20000,
+        max_passes="auto",
         max_time=None,
         n_chains=4,
         n_jobs=None,
@@ -283,6 +289,7 @@ class BaseSGMCMC(BaseEstimator):
             verbose=int(self.verbose))
         pool = ChainPool(X, y, spec, [dict(s) for s in states], n_jobs=self.n_jobs)
         plan = self._plan(ctx, setup, continuing)
+        plan.retune = self._retuner(ctx, setup, pool)
         try:
             with pool.session():
                 outcome = _schedule.run(pool, plan, continuing)
@@ -352,8 +359,9 @@ class BaseSGMCMC(BaseEstimator):
             iat = 4.0 if sampler == "sgld" else 1.6
             notes["max_step"] = h_max
         elif kind != "identity":
+            notes["noise_per_row"] = v1(subsampling) if not exact else 0.0
             settings = _error_model.choose(
-                sampler, v1(subsampling) if not exact else 0.0, n, step_size=step,
+                sampler, notes["noise_per_row"], n, step_size=step,
                 batch_size=batch if batch is not None else "auto", friction=friction,
                 overhead_rows=overhead)
             step, friction = settings.step_size, settings.friction
@@ -399,6 +407,37 @@ class BaseSGMCMC(BaseEstimator):
                 "metric='auto' (or 'identity').")
         return self.metric
 
+    def _retuner(self, ctx, setup, pool):
+        """After a divergence with an automatic step: halve it (and, in a
+        whitened metric, shrink an automatic batch with it, the error model's
+        budget kept); None when the user set the step, or for a Metropolis
+        correction (which rejects instead of diverging)."""
+        if self.step_size != "auto" or setup.metropolis:
+            return None
+        v1 = setup.notes.get("noise_per_row")
+
+        def retune():
+            h = 0.5 * float(pool.spec.sampler_config["step_size"])
+            setup.sampler_config = dict(setup.sampler_config, step_size=h)
+            cfg = pool.spec.subsampling_config
+            if (v1 and self.batch_size == "auto" and "batch_size" in cfg
+                    and "adaptive_coef" not in cfg):
+                settings = _error_model.choose(
+                    setup.sampler, v1, ctx.n, step_size=h,
+                    friction=setup.sampler_config.get("friction", "auto"),
+                    overhead_rows=self._step_overhead(ctx, setup.metric["kind"]))
+                pool.spec.subsampling_config = dict(cfg, batch_size=settings.batch_size)
+                setup.subsampling_config = pool.spec.subsampling_config
+                setup.batch_size = settings.batch_size
+            return h
+        return retune
+
+    def _row_flops(self, ctx):
+        """Floating-point work of one per-datum gradient (about 2 x nnz x K)."""
+        X = ctx.X
+        nnz = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else X.shape[1]
+        return 2.0 * max(nnz, 1.0) * ctx.glm.n_outputs
+
     def _step_overhead(self, ctx, kind):
         """A step's cost besides its rows, in row evaluations: the metric's
         products (O(dim^2) dense, O(dim) otherwise) against one row's nnz."""
@@ -431,10 +470,7 @@ class BaseSGMCMC(BaseEstimator):
             exact = _error_model.choose(sampler, 0.0, n, step_size=self.step_size,
                                         friction=self.friction, overhead_rows=overhead)
             cost_full = (n + overhead) * exact.gradients_per_step * exact.iat
-        X = ctx.X
-        nnz = X.nnz / max(n, 1) if hasattr(X, "nnz") else X.shape[1]
-        target = self._target_ess(ctx.dim)
-        full_flops = cost_full * target * 2.0 * max(nnz, 1.0) * ctx.glm.n_outputs
+        full_flops = cost_full * self._target_ess(ctx.dim) * self._row_flops(ctx)
         notes.update(cost_subsampled=cost_sg, cost_full=cost_full)
         # exact gradients buy a Metropolis correction (exact draws): worth it
         # whenever the whole fit is cheap; otherwise the cheaper scheme wins
@@ -516,9 +552,14 @@ class BaseSGMCMC(BaseEstimator):
         n_warmup = self.n_warmup
         if n_warmup == "auto" and not metric.whitened and not continuing:
             n_warmup = 1000 if not setup.metropolis else 150
+        max_passes = self.max_passes
+        if max_passes == "auto":
+            max_passes = float(np.clip(AUTO_BUDGET_FLOPS / (ctx.n * self._row_flops(ctx)),
+                                       *AUTO_BUDGET_PASSES))
+        self.max_passes_ = max_passes
         return _schedule.Plan(
             n_warmup=n_warmup, n_samples=self.n_samples, thin=int(thin),
-            target_ess=self._target_ess(ctx.dim), max_passes=self.max_passes,
+            target_ess=self._target_ess(ctx.dim), max_passes=max_passes,
             max_time=self.max_time, iat=iat, n_rows=ctx.n, dim=ctx.dim,
             adapt_step=adapt_step and not continuing,
             target_accept=_schedule.MH_TARGET_ACCEPT.get(setup.sampler, 0.8),
@@ -632,9 +673,9 @@ class BaseSGMCMC(BaseEstimator):
                         f"of the target {target:.0f}")
                 if auto:
                     limit = []
-                    if self.max_passes is not None:
-                        limit.append(f"max_passes={self.max_passes:g} (used "
-                                     f"{self.n_passes_:.0f} data passes)")
+                    if self.max_passes_ is not None:
+                        limit.append(f"max_passes (the budget was {self.max_passes_:,.0f} "
+                                     f"data passes; {self.n_passes_:,.0f} were used)")
                     if self.max_time is not None:
                         limit.append(f"max_time={self.max_time:g}")
                     messages.append(

@@ -377,7 +377,8 @@ def test_ess_driven_stopping():
         assert np.nanmin(est.ess_) < 1.6 * target
         fits[target] = est
     assert fits[1600].n_samples_ > 2.5 * fits[400].n_samples_
-    with pytest.warns(ConvergenceWarning, match=r"budget ran out\. Raise max_passes=300"):
+    with pytest.warns(ConvergenceWarning, match=r"budget ran out\. Raise max_passes \(the "
+                                                 r"budget was 300 data passes"):
         est = SGMCMCRidge(noise_var=0.3, sampler="baoab", subsampling="full",
                           max_passes=300, random_state=0).fit(X, y)
     assert est.n_passes_ <= 300 * 1.05 + 20 and np.nanmin(est.ess_) < est.target_ess_

@@ -273,6 +273,15 @@ class ChainPool:
         self.results = results
         return results
 
+    def set_step(self, step_size, momentum_scale=1.0):
+        """Every chain continues with ``step_size`` from where it is (a
+        diverged chain from its last good state), its momentum redrawn."""
+        self.spec.sampler_config = dict(self.spec.sampler_config, step_size=float(step_size))
+        for state in self.states:
+            if state.get("dynamics") is not None:
+                state["dynamics"]["step_size"] = np.array([float(step_size)])
+        self.rebase(self.spec.metric, momentum_scale)
+
     def rebase(self, new_metric, momentum_scale=1.0):
         """Move every chain to the coordinates of ``new_metric`` (same
         parameters): ``z' = L'^-1 (center + L z - center')``.  Momenta are

@@ -35,9 +35,9 @@ RHAT_TARGET = 1.01
 MEAN_ERROR_SD = 0.1
 # warm-up windows (iterations of a Metropolis dynamics; multiples of the
 # predicted autocorrelation time otherwise)
-MH_FIRST_WINDOW = 75
-MH_LAST_WINDOW = 50
-MH_TARGET_ACCEPT = {"sgld": 0.6, "sghmc-leapfrog": 0.65}
+MH_FIRST_WINDOW = 50
+MH_LAST_WINDOW = 30
+MH_TARGET_ACCEPT = {"sgld": 0.6, "sghmc-leapfrog": 0.75}
 # effective draws per parameter the metric window aims at (q = dim / N_eff <= 0.5)
 METRIC_WINDOW_DRAWS_PER_PARAM = 2.0
 # metric windows at most (each one after a correction twice as long)
@@ -50,6 +50,8 @@ FIRST_ROUND = 0.6
 MAX_CORRECTION = 4.0
 # draws per chain kept even when the warm-up has spent the budget
 MIN_DRAWS = 10
+# halvings of an automatic step after a divergence
+MAX_RETUNES = 4
 
 
 def auto_target_ess(dim):
@@ -80,6 +82,7 @@ class Plan:
     adapt_metric: bool = False
     momentum_scale: float = 1.0   # stationary sd of the momenta (redrawn after a metric change)
     setup_evals: int = 0          # gradient evaluations spent before the chains
+    retune: object = None         # () -> a smaller step (None: cannot), after a divergence
     t_start: float = field(default_factory=time.perf_counter)
 
 
@@ -125,11 +128,28 @@ def _check(results, phase):
 
 def run(pool, plan, continuing=False):
     """Warm up (unless continuing with ``n_warmup`` 0) and sample; see the
-    module docstring.  Raises :class:`ChainsDiverged`."""
+    module docstring.  Raises :class:`ChainsDiverged`.
+
+    An automatic step the chains cannot bear (a chain blew up: the
+    non-Gaussian part of the posterior is stiffer there than the error model
+    assumed) is halved, ``plan.retune`` adjusting what depends on it, and the
+    schedule starts again from where the chains are, at most
+    ``MAX_RETUNES`` times; a step the user set is never changed."""
     out = Outcome(None, 0, None, None, False, False, np.nan, np.array([]))
-    if not continuing or plan.n_warmup != "auto":
-        out.n_warmup = _warm_up(pool, plan, out, continuing)
-    kept, sizes = _sample(pool, plan, out)
+    for attempt in range(MAX_RETUNES + 1):
+        try:
+            if not continuing or plan.n_warmup != "auto":
+                out.n_warmup += _warm_up(pool, plan, out, continuing)
+            kept, sizes = _sample(pool, plan, out)
+            break
+        except ChainsDiverged as exc:
+            if attempt == MAX_RETUNES or plan.retune is None:
+                raise
+            step = plan.retune()
+            if step is None:
+                raise
+            out.log.append(("diverged: step halved", exc.phase, step))
+            pool.set_step(step, plan.momentum_scale)
     out.draws = kept
     out.batch_sizes = sizes
     out.accept_rate = float(np.mean([r.accept_rate for r in pool.results]))
@@ -272,8 +292,15 @@ def adapt_metric(draws, metric_config, band=1.3):
     sig = (lam > hi) | (lam < lo)
     if not sig.any():
         return None
-    # one warm-up window corrects a direction's variance by at most MAX_CORRECTION
-    ell = np.clip(_spiked(lam[sig], q), 1.0 / MAX_CORRECTION, MAX_CORRECTION)
+    # the sample eigenvectors are noisy too: move each direction's variance
+    # only by the squared cosine c^2 between sample and population
+    # eigenvector (the optimal shrinkage of a spiked covariance), and one
+    # warm-up window by at most MAX_CORRECTION
+    ell = _spiked(lam[sig], q)
+    d = ell - 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cos2 = np.clip((1.0 - q / (d * d)) / (1.0 + q / d), 0.0, 1.0)
+    ell = np.clip(1.0 + cos2 * d, 1.0 / MAX_CORRECTION, MAX_CORRECTION)
     Us = U[:, sig]
     Ct = np.eye(dim) + (Us * (ell - 1.0)) @ Us.T
     F = np.asarray(metric_config["factor"])

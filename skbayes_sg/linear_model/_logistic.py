@@ -105,9 +105,12 @@ default="auto"
         within 0.1 posterior sd of its Monte Carlo limit with 95%
         probability (about 860 draws for 15 parameters, 1,250 for 124)
         (``target_ess_``).
-    max_passes : float or None, default=20000
+    max_passes : float, "auto" or None, default="auto"
         Budget of ``n_samples="auto"`` in data passes (gradient evaluations
-        over n, set-up included); None: no limit.
+        over n, set-up included; warm-up windows take at most half of what
+        is left).  ``"auto"``: as many passes as 2e10 floating-point
+        operations of per-datum gradients (about half a minute on one core),
+        at least 1,000 (``max_passes_``); None: no limit.
     max_time : float or None, default=None
         Budget of ``n_samples="auto"`` in seconds of fit; None: no limit.
     n_chains : int, default=4
@@ -209,6 +212,8 @@ _DOC_ATTRS = """
         search and set-up passes): the fair budget unit across samplers.
     n_passes_ : float
         ``n_grad_evals_ / n``: data passes.
+    max_passes_ : float or None
+        The data-pass budget used.
     n_setup_passes_ : float
         The data passes spent before the chains (mode search, metric,
         estimator and step set-up).

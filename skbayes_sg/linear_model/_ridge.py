@@ -60,7 +60,7 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
 
     def __init__(self, *, noise_var=None, sampler="auto", subsampling="auto", metric="auto",
                  metropolis="auto", step_size="auto", batch_size="auto", n_samples="auto",
-                 n_warmup="auto", thin="auto", target_ess="auto", max_passes=20000,
+                 n_warmup="auto", thin="auto", target_ess="auto", max_passes="auto",
                  max_time=None, n_chains=4, n_jobs=None, random_state=None, alpha=1.0,
                  fit_intercept=True, temperature=1.0, friction="auto", init="auto",
                  ewsg_chain_length=1, ewsg_x="auto", access="random", snapshot_period="auto",
