@@ -43,10 +43,10 @@ FULL_PASSES_PER_DRAW = 4.0
 #: whose root-mean-square distance exceeds this many sds has blown up
 DIVERGENCE_SD = 50.0
 #: max_passes="auto": as many data passes as this many flops of per-datum
-#: gradients (about half a minute on one core), within [1,000, 1,000,000]:
+#: gradients (about ten seconds on one core), within [1,000, 200,000]:
 #: cheap passes may be many, dear ones few
-AUTO_BUDGET_FLOPS = 2e10
-AUTO_BUDGET_PASSES = (1000, 1_000_000)
+AUTO_BUDGET_FLOPS = 5e9
+AUTO_BUDGET_PASSES = (1000, 200_000)
 #: initial (and largest) steps of the Metropolis-adjusted dynamics in a
 #: whitened metric; dual averaging adapts them during warm-up
 MH_STEP = {"sgld": (1.0, 3.0), "sghmc-leapfrog": (0.5, np.pi / 2)}

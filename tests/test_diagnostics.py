@@ -413,3 +413,27 @@ def test_bulk_ess_and_rhat_share_one_rank_normalisation():
     assert np.isnan(e[3]) and np.isnan(r[3]) and np.all(np.isfinite(e[:3]))
     e, r = bulk_ess_and_rhat(draws[:, :3])
     assert np.all(np.isnan(e)) and np.all(np.isnan(r))
+
+
+@pytest.mark.parametrize("shape", [(4, 1000, 40), (3, 101, 20), (1, 200, 5), (2, 60, 3)])
+def test_summary_block_equals_the_separate_statistics(shape):
+    """summary() computes every column of a block of parameters from one sort
+    of the draws; the numbers equal those of ess(), rhat() and np.quantile
+    (ties, a constant parameter, an odd number of draws and a non-finite draw
+    included)."""
+    from skbayes_sg.diagnostics._convergence import _summary_block
+    rng = np.random.default_rng(3)
+    d = 0.2 * rng.normal(size=shape).cumsum(axis=1) + rng.normal(size=shape)
+    d[:, :, -1] = 1.0                         # constant
+    d[:, :, 0] = np.round(d[:, :, 0], 1)      # ties
+    if shape[2] > 3:
+        d[0, 5, 1] = np.nan
+    q = np.array([0.05, 0.5, 0.95])
+    flat = d.reshape(-1, shape[2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = np.column_stack([flat.mean(0), flat.std(0, ddof=1),
+                                    *np.quantile(flat, q, axis=0), ess(d, "bulk"),
+                                    ess(d, "tail"), rhat(d)])
+        got = _summary_block(d, q)
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12, equal_nan=True)

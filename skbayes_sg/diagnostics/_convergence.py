@@ -32,6 +32,7 @@ rounding (``tests/test_diagnostics.py``).
 """
 import math
 import numbers
+import os
 import warnings
 
 import numpy as np
@@ -50,6 +51,8 @@ MIN_ESS_PER_CHAIN = 100
 
 # elements of the (chains, 2 * draws, parameters) FFT work array held at once
 _BLOCK_ELEMENTS = 2 ** 22
+# draws of one block of summary(): a dozen work arrays of this size per thread
+_SUMMARY_BLOCK_ELEMENTS = 2 ** 20
 _MIN_DRAWS = 4
 
 
@@ -345,20 +348,25 @@ def bulk_ess_and_rhat(draws):
     -------
     ess, rhat : ndarrays of shape (n_params,)
     """
-    a, _ = _as_chains(draws)
-    P, m, n = a.shape
+    draws = np.asarray(draws)
+    m, n, P = draws.shape
     ess_values, rhat_values = np.full(P, np.nan), np.full(P, np.nan)
     if n < _MIN_DRAWS:
         return ess_values, rhat_values
-    split = _split_chains(a)
-    ok = np.all(np.isfinite(split), axis=(1, 2))
-    if ok.any():
+    block = max(1, _BLOCK_ELEMENTS // max(m * n, 1))
+    for start in range(0, P, block):
+        a, _ = _as_chains(draws[:, :, start:start + block])
+        split = _split_chains(a)
+        ok = np.all(np.isfinite(split), axis=(1, 2))
+        if not ok.any():
+            continue
         s = split[ok]
         z = _z_scale(s)
-        ess_values[ok] = _ess_basic(z)
+        idx = start + np.flatnonzero(ok)
+        ess_values[idx] = _ess_basic(z)
         median = np.median(s.reshape(s.shape[0], -1), axis=1)
         tail = _rhat_basic(_z_scale(np.abs(s - median[:, None, None])))
-        rhat_values[ok] = np.maximum(_rhat_basic(z), tail)
+        rhat_values[idx] = np.maximum(_rhat_basic(z), tail)
     return ess_values, rhat_values
 
 
@@ -527,20 +535,81 @@ def summary(estimator, quantiles=(0.05, 0.5, 0.95), names=None):
         raise ValueError(f"quantiles must be numbers in [0, 1]; got {quantiles.tolist()}.")
     draws, labels = _parameter_draws(estimator, names)
     n_chains, n_samples, n_params = draws.shape
-    flat = draws.reshape(-1, n_params)
     columns = ["mean", "sd"] + [_quantile_label(q) for q in quantiles] + [
         "ess_bulk", "ess_tail", "r_hat"]
-    sd = flat.std(axis=0, ddof=1) if flat.shape[0] > 1 else np.full(n_params, np.nan)
-    stats = [flat.mean(axis=0), sd]
-    stats += list(np.quantile(flat, quantiles, axis=0))
-    a, _ = _as_chains(draws)
-    stats += [_ess(a, "bulk"), _ess(a, "tail"), _rhat(a)]
-    values = np.column_stack(stats)
+    values = np.empty((n_params, len(columns)))
+    # parameters in blocks: the sorts and FFTs need a few copies of the draws
+    # they work on, so memory stays near one copy of the draws whatever d;
+    # blocks run in threads (sorts and FFTs release the GIL)
+    block = max(1, _SUMMARY_BLOCK_ELEMENTS // max(n_chains * n_samples, 1))
+    starts = range(0, n_params, block)
+
+    def fill(start):
+        values[start:start + block] = _summary_block(draws[:, :, start:start + block],
+                                                     quantiles)
+    if len(starts) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+            list(pool.map(fill, starts))
+    else:
+        for start in starts:
+            fill(start)
     try:
         import pandas as pd
     except ImportError:
         return SummaryTable(labels, columns, values)
     return pd.DataFrame(values, index=pd.Index(labels, name="parameter"), columns=columns)
+
+
+def _type7(sorted_rows, q):
+    """``np.quantile(..., method="linear")`` of rows already sorted."""
+    N = sorted_rows.shape[1]
+    pos = q * (N - 1)
+    lo = int(np.floor(pos))
+    hi = min(lo + 1, N - 1)
+    frac = pos - lo
+    return sorted_rows[:, lo] + frac * (sorted_rows[:, hi] - sorted_rows[:, lo])
+
+
+def _summary_block(part, quantiles):
+    """The columns of :func:`summary` for draws (m, n, p): one sort of the
+    pooled draws gives the quantiles, the median and the bulk ranks; one more
+    ranks the folded draws.  Equal to the separate functions (an odd number
+    of draws per chain, whose split drops the middle draw, or any non-finite
+    draw take the general path)."""
+    m, n, p = part.shape
+    flat_draws = part.reshape(m * n, p)
+    mean = flat_draws.mean(axis=0)
+    sd = flat_draws.std(axis=0, ddof=1) if m * n > 1 else np.full(p, np.nan)
+    a, _ = _as_chains(part)                                     # (p, m, n)
+    if n % 2 or n < _MIN_DRAWS or not np.all(np.isfinite(a)):
+        return np.column_stack([mean, sd, *np.quantile(flat_draws, quantiles, axis=0),
+                                _ess(a, "bulk"), _ess(a, "tail"), _rhat(a)])
+    flat = a.reshape(p, m * n)
+    order = np.argsort(flat, axis=1)
+    srt = np.take_along_axis(flat, order, axis=1)
+    N = m * n
+    if np.any(srt[:, 1:] == srt[:, :-1]):   # ties: average ranks
+        ranks = _average_ranks(flat)
+    else:
+        ranks = np.empty((p, N))
+        np.put_along_axis(ranks, order, np.broadcast_to(np.arange(1.0, N + 1.0), (p, N)),
+                          axis=1)
+    z = _split_chains(ndtri((ranks - 0.375) / (N + 0.25)).reshape(p, m, n))
+    ess_bulk = _ess_basic(z)
+    median = _type7(srt, 0.5)
+    split = _split_chains(a)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rhat = np.maximum(_rhat_basic(z),
+                          _rhat_basic(_z_scale(np.abs(split - median[:, None, None]))))
+    q05, q95 = _type7(srt, 0.05), _type7(srt, 0.95)
+    ind = np.concatenate([(split <= q05[:, None, None]), (split <= q95[:, None, None])])
+    tail = _ess_basic(ind.astype(np.float64))
+    ess_tail = np.minimum(tail[:p], tail[p:])
+    const = np.ptp(flat, axis=1) < np.finfo(np.float64).resolution
+    rhat[const] = np.nan
+    return np.column_stack([mean, sd, *(_type7(srt, q) for q in quantiles), ess_bulk,
+                            ess_tail, rhat])
 
 
 def _sentence(parts):

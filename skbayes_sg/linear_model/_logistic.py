@@ -108,9 +108,9 @@ default="auto"
     max_passes : float, "auto" or None, default="auto"
         Budget of ``n_samples="auto"`` in data passes (gradient evaluations
         over n, set-up included; warm-up windows take at most half of what
-        is left).  ``"auto"``: as many passes as 2e10 floating-point
-        operations of per-datum gradients (about half a minute on one core),
-        at least 1,000 (``max_passes_``); None: no limit.
+        is left).  ``"auto"``: as many passes as 5e9 floating-point
+        operations of per-datum gradients (about ten seconds on one core),
+        between 1,000 and 200,000 (``max_passes_``); None: no limit.
     max_time : float or None, default=None
         Budget of ``n_samples="auto"`` in seconds of fit; None: no limit.
     n_chains : int, default=4
