@@ -459,9 +459,10 @@ cdef class SGHMCLeapfrog(Dynamics):
     dim, step_size, temperature, reference_precision, metropolis :
         see :class:`Dynamics`
     n_leapfrog : int
-        K >= 1; 0 draws K per step as ``ceil(length / h)`` with the
-        trajectory length uniform in ``[1 - jitter, 1 + jitter] x trajectory``
-        (jittered lengths avoid the periodic trajectories of a fixed K).
+        K >= 1; 0 draws the trajectory length per step, uniform in
+        ``[1 - jitter, 1 + jitter] x trajectory``, and covers it exactly with
+        ``K = ceil(length / h)`` steps of ``length / K`` (jittered lengths
+        avoid the periodic trajectories of a fixed K).
     trajectory : float
         Trajectory length (time units) when ``n_leapfrog = 0``.
     jitter : float
@@ -470,7 +471,7 @@ cdef class SGHMCLeapfrog(Dynamics):
 
     def __init__(self, Py_ssize_t dim, double step_size, double temperature=1.0,
                  int n_leapfrog=10, double reference_precision=0.0, bint metropolis=False,
-                 double trajectory=1.5707963267948966, double jitter=0.4):
+                 double trajectory=1.5707963267948966, double jitter=0.25):
         if n_leapfrog < 0:
             raise ValueError("n_leapfrog must be >= 1 (or 0 for the trajectory length)")
         if not trajectory > 0 or not 0 <= jitter < 1:
@@ -503,12 +504,20 @@ cdef class SGHMCLeapfrog(Dynamics):
         cdef double sT = sqrt(self.temperature)
         cdef double omega = sqrt(self.kappa)
         cdef double u0 = 0.0, u1 = 0.0, kin0 = 0.0, kin1 = 0.0, a
+        cdef double rot_c = self.rot_c, rot_s = self.rot_s
         if K == 0:
+            # a jittered trajectory length, covered exactly: K steps of
+            # length / K <= h (a rotation by just past or short of a quarter
+            # turn decorrelates both z and z^2; K h rounded up to a multiple
+            # of h could reach a half turn, which flips z and keeps z^2)
             a = self.trajectory * (1.0 - self.jitter
                                    + 2.0 * self.jitter * random_standard_uniform(rng))
             K = <int> min(a / h + 0.999999, <double> MAX_LEAPFROG)
             if K < 1:
                 K = 1
+            h = a / K
+            rot_c = cos(omega * h)
+            rot_s = sin(omega * h)
         random_standard_normal_fill(rng, self.dim, &self.momentum[0])
         for j in range(self.dim):
             self.momentum[j] *= sT
@@ -525,7 +534,7 @@ cdef class SGHMCLeapfrog(Dynamics):
             oracle.gradient(theta, &self.grad[0])
         for l in range(K):
             self._kick(theta, 0.5 * h)
-            _rotate(theta, &self.momentum[0], self.dim, self.rot_c, self.rot_s, omega, h)
+            _rotate(theta, &self.momentum[0], self.dim, rot_c, rot_s, omega, h)
             if self.metropolis and l == K - 1:
                 u1 = oracle.gradient_potential(theta, &self.grad[0])
             else:
