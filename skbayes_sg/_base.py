@@ -304,6 +304,7 @@ class BaseSGMCMC(BaseEstimator):
         "What the defaults do")."""
         n, T = ctx.n, float(self.temperature)
         self._check_combinations()
+        self._check_parameters_act(self.sampler, self.subsampling)  # before the set-up
         kind = self._metric_kind(ctx)
         ctx.options["metric_kind"] = kind
         metric_cfg = Metric(ctx.dim).get_config()
@@ -332,6 +333,7 @@ class BaseSGMCMC(BaseEstimator):
                 sampler = "sgld"
             else:
                 sampler = "sghmc-leapfrog" if exact else "baoab"
+        self._check_parameters_act(sampler, subsampling)
         if (SUBSAMPLINGS[subsampling].index_chain and self.ewsg_x == "momentum-stop"
                 and not SAMPLERS[sampler].has_momentum):
             raise ValueError(
@@ -383,6 +385,58 @@ class BaseSGMCMC(BaseEstimator):
         return FitSetup(sampler, subsampling, metric_cfg, metropolis, samp_config, sub_config,
                         ctx.batch_size, float(iat), float(predicted_error), momentum_scale,
                         notes)
+
+    # parameter -> (its default, the samplers / subsamplings it acts with)
+    _SAMPLER_PARAMETERS = {
+        "friction": ("auto", {"sghmc", "uld", "baoab"}),
+        "inv_mass": (1.0, {"uld"}),
+        "n_leapfrog": ("auto", {"sghmc-leapfrog"}),
+    }
+    _SUBSAMPLING_PARAMETERS = {
+        "ewsg_chain_length": (1, {"ewsg", "ewsg-cv", "ewsg-svrg"}),
+        "ewsg_x": ("auto", {"ewsg", "ewsg-cv", "ewsg-svrg"}),
+        "snapshot_period": ("auto", {"svrg", "tmu", "ewsg-svrg"}),
+        "pv_threshold": ("auto", {"adaptive-cv", "adaptive-cv-preferential"}),
+        "pilot_steps": (500, {"adaptive-cv", "adaptive-cv-preferential"}),
+    }
+
+    def _check_parameters_act(self, sampler, subsampling):
+        """Every parameter set away from its default acts on the fit, or the
+        fit is refused (a setting silently ignored is a wrong answer given
+        quietly).  ``sampler`` / ``subsampling``: the resolved names, or
+        "auto" for a name not yet resolved (then nothing is checked for it)."""
+        problems = []
+        for name, (default, owners) in self._SAMPLER_PARAMETERS.items():
+            value = getattr(self, name)
+            if sampler != "auto" and value != default and sampler not in owners:
+                problems.append(
+                    f"{name}={value!r} has no effect with sampler={sampler!r} (it acts with "
+                    f"{sorted(owners)})")
+        for name, (default, owners) in self._SUBSAMPLING_PARAMETERS.items():
+            value = getattr(self, name)
+            if subsampling != "auto" and value != default and subsampling not in owners:
+                problems.append(
+                    f"{name}={value!r} has no effect with subsampling={subsampling!r} (it acts "
+                    f"with {sorted(owners)})")
+        if (subsampling != "auto" and self.pilot_steps != 500
+                and self.pv_threshold != "pilot"):
+            problems.append(f"pilot_steps={self.pilot_steps!r} has no effect unless "
+                            "pv_threshold='pilot'")
+        if subsampling in ("ewsg", "ewsg-cv", "ewsg-svrg") and self.ewsg_chain_length == 0:
+            problems.append(
+                f"ewsg_chain_length=0 with subsampling={subsampling!r} makes no index chain, "
+                "i.e. plain subsampling: use subsampling='uniform' (or 'cv', 'svrg'), or "
+                "ewsg_chain_length >= 1")
+        if subsampling == "full" and self.batch_size != "auto":
+            problems.append(f"batch_size={self.batch_size!r} has no effect with "
+                            "subsampling='full' (every row, every step)")
+        if problems:
+            what = [f"sampler={sampler!r}" if sampler != "auto" else "",
+                    f"subsampling={subsampling!r}" if subsampling != "auto" else ""]
+            resolved = " and ".join(w for w in what if w)
+            raise ValueError(
+                "; ".join(problems) + ". Leave the parameter at its default, or choose a "
+                f"sampler / subsampling it applies to (this fit uses {resolved}).")
 
     def _check_combinations(self):
         sub = self.subsampling
@@ -456,6 +510,8 @@ class BaseSGMCMC(BaseEstimator):
             return self.subsampling, notes
         if kind == "identity":
             return "uniform", notes
+        if self.batch_size != "auto":   # a minibatch size asks for minibatches
+            return "cv-preferential", notes
         n = ctx.n
         sampler = "baoab" if self.sampler in ("auto", "sghmc-leapfrog") else self.sampler
         settings = _error_model.choose(

@@ -268,7 +268,9 @@ def test_sparse_input_gives_dense_draws(Est, data, subsampling):
     X, y = data
     X = X.copy()
     X[np.abs(X) < 0.5] = 0.0  # a real sparsity pattern
-    params = dict(random_state=0, subsampling=subsampling, batch_size=32, **SMALL)
+    params = dict(random_state=0, subsampling=subsampling, **SMALL)
+    if subsampling != "full":
+        params["batch_size"] = 32
     dense = Est(**params).fit(X, y)
     sparse = Est(**params).fit(sp.csr_matrix(X), y)
     assert_allclose(sparse.coef_samples_, dense.coef_samples_, rtol=1e-9, atol=1e-11)
@@ -672,3 +674,73 @@ def test_warm_start_continues_estimator_state(subsampling, access):
     est.fit(X, y)
     np.testing.assert_array_equal(first[0], single.coef_samples_[0, :50])
     np.testing.assert_array_equal(est.coef_samples_[0], single.coef_samples_[0, 50:])
+
+
+# ------------------------------------------------- every parameter acts or is refused
+INERT = [
+    # (parameter, value, sampler, subsampling): the parameter does nothing there
+    ("friction", 2.0, "sgld", "uniform"),
+    ("friction", 2.0, "psgld", "uniform"),
+    ("friction", 2.0, "sghmc-leapfrog", "full"),
+    ("inv_mass", 2.0, "sghmc", "uniform"),
+    ("inv_mass", 2.0, "baoab", "cv"),
+    ("n_leapfrog", 3, "sgld", "full"),
+    ("n_leapfrog", 3, "uld", "uniform"),
+    ("ewsg_chain_length", 3, "sghmc", "uniform"),
+    ("ewsg_x", "zero", "sgld", "cv"),
+    ("snapshot_period", 5, "sgld", "uniform"),
+    ("snapshot_period", 5, "sgld", "saga"),
+    ("pv_threshold", 10.0, "sgld", "cv"),
+    ("pilot_steps", 50, "sgld", "adaptive-cv"),      # acts only with pv_threshold="pilot"
+    ("batch_size", 10, "sgld", "full"),
+]
+ACTIVE = [
+    ("friction", 2.0, "sghmc", "uniform"),
+    ("friction", 2.0, "baoab", "uniform"),
+    ("inv_mass", 2.0, "uld", "uniform"),
+    ("n_leapfrog", 3, "sghmc-leapfrog", "full"),
+    ("ewsg_chain_length", 3, "sgld", "ewsg"),
+    ("ewsg_x", "one", "sgld", "ewsg-cv"),      # ("zero" is SGLD's own x: the default)
+    ("snapshot_period", 5, "sgld", "tmu"),
+    ("pv_threshold", 10.0, "sgld", "adaptive-cv"),
+    ("batch_size", 10, "sgld", "uniform"),
+]
+
+
+@pytest.mark.parametrize("param, value, sampler, subsampling", INERT)
+def test_a_parameter_without_effect_is_refused(param, value, sampler, subsampling):
+    """A setting the fit would silently ignore is refused, naming it, the
+    sampler or estimator, and the ones it acts with -- before any set-up."""
+    X, y = _binary()
+    est = SGMCMCLogisticRegression(sampler=sampler, subsampling=subsampling,
+                                   **{param: value}, **SMALL)
+    with pytest.raises(ValueError, match=rf"{param}={value!r} has no effect"):
+        est.fit(X, y)
+    assert not hasattr(est, "coef_samples_")
+
+
+@pytest.mark.parametrize("param, value, sampler, subsampling", ACTIVE)
+def test_a_parameter_that_acts_changes_the_draws(param, value, sampler, subsampling):
+    X, y = _binary()
+    kw = dict(sampler=sampler, subsampling=subsampling, random_state=0, metric="identity",
+              **SMALL)
+    if subsampling == "ewsg-cv" or param == "ewsg_chain_length":
+        kw["ewsg_chain_length"] = 1
+    base = SGMCMCLogisticRegression(**kw).fit(X, y)
+    other = SGMCMCLogisticRegression(**{**kw, param: value}).fit(X, y)
+    assert not np.array_equal(base.coef_samples_, other.coef_samples_)
+
+
+def test_ewsg_chain_length_zero_is_refused_with_ewsg():
+    X, y = _binary()
+    with pytest.raises(ValueError, match="ewsg_chain_length=0 .* use subsampling='uniform'"):
+        SGMCMCLogisticRegression(subsampling="ewsg", ewsg_chain_length=0, **SMALL).fit(X, y)
+
+
+def test_auto_resolution_is_checked_too():
+    """sampler='auto' resolves to Metropolis-adjusted HMC on this small data:
+    a friction would then do nothing, and the message says what auto chose."""
+    X, y = _binary()
+    with pytest.raises(ValueError, match=r"friction=2\.0 has no effect with "
+                                         r"sampler='sghmc-leapfrog'.*uses sampler="):
+        SGMCMCLogisticRegression(friction=2.0, **SMALL).fit(X, y)

@@ -387,8 +387,9 @@ def test_ridge_auto_step_size(ridge, sampler, subsampling):
     chosen step (Z se), and that law's variance inflation over the posterior
     is the documented 'about 5-10%' at most (allowance 12%)."""
     X, y = ridge["X"], ridge["y"]
-    est = _fit_ridge(X, y, sampler=sampler, subsampling=subsampling, batch_size=20,
-                     n_samples=3000, thin=100, n_warmup=3000)
+    kw = {} if subsampling == "full" else dict(batch_size=20)
+    est = _fit_ridge(X, y, sampler=sampler, subsampling=subsampling,
+                     n_samples=3000, thin=100, n_warmup=3000, **kw)
     m_h, C_h = _exact_stationary(est, X, y)
     infl = np.diag(C_h) / np.diag(ridge["cov"])
     print(f"auto {sampler}/{subsampling}: h={est.step_size_:.3g}, exact inflation {infl}")

@@ -371,6 +371,11 @@ def test_public_grad_eval_accounting(method):
     X = rng.normal(size=(n, 3))
     y = rng.normal(size=n)
     for period in ["auto", 4]:
+        if method == "saga" and period != "auto":   # SAGA has no period: refused
+            with pytest.raises(ValueError, match="snapshot_period=4 has no effect"):
+                SGMCMCRidge(subsampling=method, snapshot_period=period, noise_var=1.0,
+                            n_samples=5).fit(X, y)
+            continue
         est = SGMCMCRidge(subsampling=method, batch_size=b, snapshot_period=period,
                           metric="identity",
                           step_size=1e-3, noise_var=1.0, init="zeros", n_chains=chains,
