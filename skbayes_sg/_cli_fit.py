@@ -128,8 +128,9 @@ def add_arguments(parser):
                         help="step size, or 'auto' (default)")
     parser.add_argument("--batch-size", type=_auto_or(int), default="auto", dest="batch_size",
                         help="minibatch size, or 'auto' (default)")
-    parser.add_argument("--alpha", type=float, default=1.0,
-                        help="prior precision of every coefficient (default: 1.0)")
+    parser.add_argument("--alpha", type=_auto_or(float), default=None,
+                        help="prior precision of every coefficient, or 'auto' (ridge only: "
+                             "set by the evidence) (default: 1.0 for logistic, auto for ridge)")
     parser.add_argument("--seed", type=int, default=0,
                         help="random_state of the split and of the sampler (default: 0)")
     parser.add_argument("--n-jobs", type=int, default=None, dest="n_jobs",
@@ -151,8 +152,9 @@ def run(args):
                 sampler=args.sampler, subsampling=args.subsampling, metric=args.metric,
                 n_samples=args.n_samples, n_warmup=args.n_warmup, thin=args.thin,
                 n_chains=args.n_chains, init=args.init, step_size=args.step_size,
-                batch_size=args.batch_size, alpha=args.alpha, random_state=args.seed,
-                n_jobs=args.n_jobs, verbose=int(args.verbose)),
+                batch_size=args.batch_size, random_state=args.seed,
+                n_jobs=args.n_jobs, verbose=int(args.verbose),
+                **({} if args.alpha is None else {"alpha": args.alpha})),
             seed=args.seed, stdout=sys.stdout)
     except (DataError, OSError, InvalidParameterError) as exc:
         # the file or an option cannot be used: a usage error, as argparse's
@@ -376,7 +378,7 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
              if X_te is not None else f"all {n:,} rows for training (no held-out rows)")
     say(f"{type(est).__name__}(sampler={est.sampler!r}, subsampling={est.subsampling!r}, "
         f"metric={est.metric!r}, n_chains={est.n_chains}, n_warmup={est.n_warmup!r}, "
-        f"n_samples={est.n_samples!r}, alpha={est.alpha:g}); {split}"
+        f"n_samples={est.n_samples!r}, alpha={est.alpha!r}); {split}"
         + ("; features standardised" if standardize else ""))
     t0 = time.perf_counter()
     with warnings.catch_warnings():
@@ -440,6 +442,7 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
             step_size=est.step_size_, n_grad_evals=int(est.n_grad_evals_),
             sampling_time=est.sampling_time_, fit_time=seconds, converged=bool(converged),
             metrics=metrics, y_mean=y_mean, y_scale=y_scale)
+        meta["alpha"] = float(est.alpha_)
         if model == "ridge":
             meta["noise_var"] = float(est.noise_var_)
         arrays = dict(

@@ -21,7 +21,7 @@ from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
 from skbayes_sg._base import SamplingDivergedError
 from skbayes_sg._sampling._context import FitContext
 from skbayes_sg._sampling._glm import GLM, LOGISTIC, potential_and_grad
-from skbayes_sg.linear_model._ridge import _estimate_noise_var
+from skbayes_sg.linear_model._ridge import _maximise_evidence, _noise_var_fixed_point
 
 SMALL = dict(n_samples=100, n_warmup=50, n_chains=2)
 
@@ -147,7 +147,7 @@ def test_random_state(Est, data):
 
 
 @pytest.mark.parametrize("sampler", ["sgld", "psgld", "sghmc"])
-@pytest.mark.parametrize("step_size", ["auto", 0.01])
+@pytest.mark.parametrize("step_size", ["auto", 0.001])
 def test_warm_start_continues_the_chains_bit_for_bit(sampler, step_size):
     X, y = _binary()
     N = 60
@@ -520,7 +520,7 @@ def test_n_grad_evals_full(Est, data, n_chains, n_warmup, n_samples, thin):
               init="zeros", step_size=1e-3, n_chains=n_chains, n_warmup=n_warmup,
               n_samples=n_samples, thin=thin, random_state=0)
     if Est is SGMCMCRidge:
-        est.set_params(noise_var=0.25)  # no noise-variance estimation pass
+        est.set_params(noise_var=0.25, alpha=1.0)  # no evidence pass
     est.fit(X, y)
     steps = n_warmup + n_samples * thin
     assert est.n_grad_evals_ == n_chains * steps * X.shape[0]
@@ -563,7 +563,7 @@ def test_n_grad_evals_uniform(batch_size, b):
 def test_n_grad_evals_counts_set_up_passes():
     """Chains + the mode search (one pass per Newton iteration and per line
     search evaluation) + pSGLD's accumulator start (gradient moments and
-    Hessian diagonal: two passes) + the noise-variance lsqr passes."""
+    Hessian diagonal: two passes) + ridge's evidence pass (its Gram matrix)."""
     X, y = _regression()
     n, b, c, s = X.shape[0], 25, 2, 30
     params = dict(batch_size=b, n_chains=c, n_warmup=10, n_samples=20, random_state=0,
@@ -579,10 +579,11 @@ def test_n_grad_evals_counts_set_up_passes():
     est = SGMCMCLogisticRegression(init="zeros", **dict(params, sampler="psgld")).fit(X, yb)
     assert est.n_grad_evals_ == c * s * b + 2 * n
 
-    _, n_passes = _estimate_noise_var(X, y, 1.0, True)
-    assert n_passes >= 5 * 2
+    assert _maximise_evidence(X, y, True)[2] == 1
     est = SGMCMCRidge(init="zeros", **params).fit(X, y)
-    assert est.n_grad_evals_ == c * s * b + n_passes * n
+    assert est.n_grad_evals_ == c * s * b + n
+    est = SGMCMCRidge(init="zeros", alpha=1.0, noise_var=0.3, **params).fit(X, y)
+    assert est.n_grad_evals_ == c * s * b
 
 
 def test_n_grad_evals_mode_counts_every_pass(monkeypatch):
@@ -611,23 +612,84 @@ def test_n_grad_evals_mode_counts_every_pass(monkeypatch):
     assert np.sqrt(g @ np.linalg.solve(H, g)) < 1e-4
 
 
-@pytest.mark.parametrize("fit_intercept", [True, False])
-def test_noise_var_estimate_matches_closed_form(fit_intercept):
-    X, y = _regression(noise=0.5)
-    if not fit_intercept:
-        y = y - 0.7
-    sigma2, _ = _estimate_noise_var(X, y, 1.0, fit_intercept)
-    # the fixed point of sigma^2 = RSS(w_MAP(sigma^2)) / (n - p), solved directly
+def _minus_log_evidence(X, y, alpha, noise_var, fit_intercept):
+    """-log N(y; 0, noise_var I + X_a X_a^T / alpha), densely (the reference)."""
     Xa = np.hstack([X, np.ones((len(X), 1))]) if fit_intercept else X
-    p = Xa.shape[1]
-    w = np.linalg.solve(Xa.T @ Xa + sigma2 * np.eye(p), Xa.T @ y)
-    assert_allclose(sigma2, np.sum((y - Xa @ w) ** 2) / (len(X) - p), rtol=1e-6)
-    assert_allclose(sigma2, 0.25, rtol=0.3)
-    # sparse and float32 input give the same estimate
-    assert_allclose(_estimate_noise_var(sp.csr_matrix(X), y, 1.0, fit_intercept)[0], sigma2,
-                    rtol=1e-8)
-    assert_allclose(_estimate_noise_var(X.astype(np.float32), y, 1.0, fit_intercept)[0],
-                    sigma2, rtol=1e-5)
+    C = noise_var * np.eye(len(y)) + Xa @ Xa.T / alpha
+    return 0.5 * (np.linalg.slogdet(C)[1] + y @ np.linalg.solve(C, y))
+
+
+@pytest.mark.parametrize("shape", [(120, 4), (30, 60), (40, 40)])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_evidence_maximum(shape, fit_intercept):
+    """noise_var / alpha = "auto": the maximiser of the marginal likelihood,
+    checked against a dense evaluation of it (a local optimum: no small
+    move in either parameter raises it), also for p >= n, sparse and float32."""
+    n, p = shape
+    rng = np.random.default_rng(p)
+    X = rng.normal(size=(n, p))
+    y = X[:, 0] - 0.5 * X[:, 1] + 0.5 * rng.normal(size=n) + 0.3
+    sigma2, alpha, passes = _maximise_evidence(X, y, fit_intercept)
+    assert passes == 1
+
+    def is_max(f, x):
+        # no 2% move raises the evidence (up to rounding: where p >= n and
+        # alpha is given the maximum is at sigma^2 -> 0, where it is flat)
+        best = f(x)
+        return all(f(x * m) >= best - 1e-9 * abs(best) for m in (1.02, 1 / 1.02))
+
+    assert is_max(lambda a: _minus_log_evidence(X, y, a, sigma2, fit_intercept), alpha)
+    assert is_max(lambda s2: _minus_log_evidence(X, y, alpha, s2, fit_intercept), sigma2)
+    # alpha given: sigma^2 alone; noise_var given: alpha alone
+    s1, a1, _ = _maximise_evidence(X, y, fit_intercept, alpha=2.0)
+    assert a1 == 2.0
+    assert is_max(lambda s2: _minus_log_evidence(X, y, 2.0, s2, fit_intercept), s1)
+    s2, a2, _ = _maximise_evidence(X, y, fit_intercept, noise_var=0.5)
+    assert s2 == 0.5
+    assert is_max(lambda a: _minus_log_evidence(X, y, a, 0.5, fit_intercept), a2)
+    assert_allclose(_maximise_evidence(sp.csr_matrix(X), y, fit_intercept)[:2],
+                    (sigma2, alpha), rtol=1e-6)
+    assert_allclose(_maximise_evidence(X.astype(np.float32), y, fit_intercept)[:2],
+                    (sigma2, alpha), rtol=1e-3)
+    if n > p and fit_intercept:  # plenty of rows: the noise variance is found
+        assert_allclose(sigma2, 0.25, rtol=0.35)
+
+
+def test_noise_var_fixed_point_agrees_with_the_spectral_maximum():
+    """The large-problem route (MacKay's fixed point, stochastic trace) finds
+    the spectral route's noise variance for a given alpha."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(150, 20))
+    y = X[:, 0] + 0.5 * rng.normal(size=150)
+    sigma2 = _maximise_evidence(X, y, True, alpha=1.0)[0]
+    fixed, passes = _noise_var_fixed_point(X, y, 1.0, True)
+    assert_allclose(fixed, sigma2, rtol=0.05)
+    assert passes > 0
+
+
+def test_ridge_p_greater_than_n_is_calibrated():
+    """50 x 200 training rows, y = x_0 + 0.5 eps (issue 16): the predictive sd
+    on 1,000 held-out rows matches the held-out RMSE within 20% at the
+    defaults (alpha and noise_var by the evidence, as BayesianRidge's are),
+    on three seeds; so does the draws' spread: no collapsed noise variance."""
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        X = rng.normal(size=(1050, 200))
+        y = X[:, 0] + 0.5 * rng.normal(size=1050)
+        est = SGMCMCRidge(random_state=0).fit(X[:50], y[:50])
+        mean, std = est.predict(X[50:], return_std=True)
+        rmse = np.sqrt(np.mean((mean - y[50:]) ** 2))
+        assert 0.8 < std.mean() / rmse < 1.2, (seed, std.mean() / rmse)
+
+
+def test_alpha_given_and_noise_collapsing_warns():
+    """A prior that lets 200 coefficients interpolate 50 rows leaves the
+    evidence no noise: a warning names the fix."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 200))
+    y = X[:, 0] + 0.5 * rng.normal(size=50)
+    with pytest.warns(UserWarning, match="alpha='auto'"):
+        SGMCMCRidge(alpha=1.0, n_samples=20, n_warmup=20, random_state=0).fit(X, y)
 
 
 @pytest.mark.parametrize("Est", [SGMCMCLogisticRegression, SGMCMCRidge])

@@ -229,8 +229,8 @@ def test_ksd_from_fitted_ridge():
     X, y = _ridge_data(n=150)
     mean, cov, P = ref.ridge_posterior(X, y, 1.0, 1.0)
     # unadjusted full-gradient SGLD in the parameters' own coordinates (ULA)
-    est = SGMCMCRidge(noise_var=1.0, subsampling="full", sampler="sgld", metric="identity",
-                      metropolis=False, init="mode",
+    est = SGMCMCRidge(noise_var=1.0, alpha=1.0, subsampling="full", sampler="sgld",
+                      metric="identity", metropolis=False, init="mode",
                       step_size=0.05 / np.linalg.eigvalsh(P).max(), n_samples=300, thin=20,
                       n_warmup=500, n_chains=2, random_state=0).fit(X, y)
     draws = np.concatenate([est.coef_samples_, est.intercept_samples_[..., None]], -1)

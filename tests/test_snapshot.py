@@ -378,7 +378,8 @@ def test_public_grad_eval_accounting(method):
             continue
         est = SGMCMCRidge(subsampling=method, batch_size=b, snapshot_period=period,
                           metric="identity",
-                          step_size=1e-3, noise_var=1.0, init="zeros", n_chains=chains,
+                          step_size=1e-3, noise_var=1.0, alpha=1.0, init="zeros",
+                          n_chains=chains,
                           n_warmup=warm, n_samples=samples, random_state=0).fit(X, y)
         m = int(np.ceil(n / b)) if period == "auto" else period
         steps = warm + samples

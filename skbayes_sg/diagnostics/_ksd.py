@@ -337,7 +337,8 @@ def ksd_from_estimator(est, X, y, *, c=1.0, beta=-0.5, statistic="v", per_chain=
         draws = draws[:, keep]
         N = draws.shape[1]
     flat = draws.reshape(C * N, dim)
-    score = grad_log_posterior(flat, X, y, glm, float(est.alpha), bool(est.fit_intercept),
+    alpha = float(getattr(est, "alpha_", est.alpha))
+    score = grad_log_posterior(flat, X, y, glm, alpha, bool(est.fit_intercept),
                                float(est.temperature)).reshape(C, N, dim)
     if per_chain:
         return np.array([ksd(draws[k], score[k], c=c, beta=beta, statistic=statistic)

@@ -192,6 +192,9 @@ default="auto"
 """
 
 _DOC_ATTRS = """
+    alpha_ : float
+        The prior precision used (``alpha``, or its estimate where
+        ``alpha="auto"``).
     ess_ : ndarray of shape (n_params,)
         Bulk effective sample size of every parameter (the order of
         ``summary()``: per output, the coefficients then the intercept).

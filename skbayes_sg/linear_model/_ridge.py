@@ -3,10 +3,11 @@ import numbers
 import warnings
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator, lsqr
+from scipy.optimize import minimize_scalar
+from scipy.sparse.linalg import LinearOperator, cg, lsqr
 from sklearn.base import RegressorMixin
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._base import BaseSGMCMC
 from .._sampling._glm import GAUSSIAN, GLM
@@ -23,12 +24,25 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
     exact yardstick of the samplers.
 
     Parameters
-    ----------""" + _DOC_PARAMS + """
-    noise_var : float or None, default=None
-        Observation noise variance sigma^2.  None estimates it once before
-        sampling from the residuals of the posterior mode,
-        ``||y - X w_MAP||^2 / max(n - p, 1)`` (p = number of coefficients),
-        iterated to a fixed point; stored as ``noise_var_``.
+    ----------""" + _DOC_PARAMS.replace(
+        """    alpha : float, default=1.0
+        Precision of the Gaussian prior N(0, alpha^-1 I) on every
+        coefficient, intercept included.""",
+        """    alpha : float or "auto", default="auto"
+        Precision of the Gaussian prior N(0, alpha^-1 I) on every
+        coefficient, intercept included.  "auto" sets it, with the noise
+        variance, to the values that maximise the evidence (as
+        :class:`sklearn.linear_model.BayesianRidge` does); stored as
+        ``alpha_``.""") + """
+    noise_var : float or "auto", default="auto"
+        Observation noise variance sigma^2.  "auto" (or None) sets it once
+        before sampling to the value that maximises the evidence (the
+        marginal likelihood ``N(y; 0, sigma^2 I + X X^T / alpha)``, as
+        :class:`sklearn.linear_model.BayesianRidge` does), which stays right
+        when there are more features than rows; stored as ``noise_var_``.
+        The draws are then of the coefficients given that variance (an
+        empirical-Bayes plug-in: its own uncertainty, of relative size
+        ``sqrt(2 / n)``, is not propagated).
 
     Attributes
     ----------
@@ -55,13 +69,15 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
 
     _parameter_constraints = {
         **BaseSGMCMC._parameter_constraints,
-        "noise_var": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "noise_var": [Interval(numbers.Real, 0, None, closed="neither"),
+                      StrOptions({"auto"}), None],
+        "alpha": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
     }
 
-    def __init__(self, *, noise_var=None, sampler="auto", subsampling="auto", metric="auto",
+    def __init__(self, *, noise_var="auto", sampler="auto", subsampling="auto", metric="auto",
                  metropolis="auto", step_size="auto", batch_size="auto", n_samples="auto",
                  n_warmup="auto", thin="auto", target_ess="auto", max_passes="auto",
-                 max_time=None, n_chains=4, n_jobs=None, random_state=None, alpha=1.0,
+                 max_time=None, n_chains=4, n_jobs=None, random_state=None, alpha="auto",
                  fit_intercept=True, temperature=1.0, friction="auto", init="auto",
                  ewsg_chain_length=1, ewsg_x="auto", access="random", snapshot_period="auto",
                  pv_threshold="auto", pilot_steps=500, n_leapfrog="auto", inv_mass=1.0,
@@ -88,23 +104,48 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
         return GLM(GAUSSIAN, 1, 1.0)  # noise variance resolved in _fit_context_hook
 
     def _fit_context_hook(self, ctx):
-        self._warn_if_intercept_prior_binds(ctx)
-        if self.noise_var is not None:
-            sigma2 = float(self.noise_var)
-        else:
-            sigma2, n_passes = _estimate_noise_var(ctx.X, ctx.y, ctx.alpha, ctx.fit_intercept)
-            ctx.n_grad_evals += n_passes * ctx.n
+        given_noise = (float(self.noise_var) if self.noise_var is not None
+                       and not isinstance(self.noise_var, str) else None)
+        given_alpha = None if isinstance(self.alpha, str) else float(self.alpha)
+        sigma2, alpha, n_passes = _maximise_evidence(ctx.X, ctx.y, ctx.fit_intercept,
+                                                     alpha=given_alpha, noise_var=given_noise)
+        ctx.n_grad_evals += n_passes * ctx.n
+        ctx.alpha = alpha
         ctx.glm.noise_var = sigma2
         self.noise_var_ = sigma2
+        if (given_noise is None and given_alpha is not None
+                and sigma2 <= 1e-9 * (float(np.var(ctx.y)) + 1.0)):
+            # the user's prior lets the coefficients interpolate y: the
+            # evidence then leaves no noise, and predictions away from the
+            # data carry the prior's whole variance
+            warnings.warn(
+                f"The evidence puts the noise variance at {sigma2:.3g}: with alpha={alpha:g} "
+                "the coefficients can explain y exactly (more features than rows, or "
+                "noise-free targets), so the posterior is nearly degenerate. Leave "
+                "alpha='auto' (estimated with the noise variance) or pass noise_var.",
+                UserWarning, stacklevel=3)
+        self._warn_if_intercept_prior_binds(ctx)
 
     def _warn_if_intercept_prior_binds(self, ctx):
         # The prior N(0, 1/alpha) covers the intercept too (the model as
         # specified); a target far from 0 then gets a shrunk intercept and an
-        # inflated noise variance.  Say so, with the fix, rather than fail quietly.
+        # inflated noise variance (alpha given), or an alpha set by the
+        # intercept rather than the slopes (alpha="auto").  Say so, with the
+        # fix, rather than fail quietly.
         if not self.fit_intercept or ctx.n < 2:
             return
-        prior_sd = 1.0 / np.sqrt(self.alpha)
-        y_mean = float(np.mean(ctx.y))
+        y_mean, y_sd = float(np.mean(ctx.y)), float(np.std(ctx.y))
+        if isinstance(self.alpha, str):
+            if abs(y_mean) > 3.0 * y_sd:
+                warnings.warn(
+                    f"The mean of y ({y_mean:.3g}) is more than 3 standard deviations of y "
+                    f"({y_sd:.3g}) from 0, and the prior N(0, 1/alpha) also covers the "
+                    "intercept: alpha='auto' is then set by the intercept (alpha_ = "
+                    f"{ctx.alpha:.3g}), which leaves the slopes nearly unregularised. Centre "
+                    "or standardise y (e.g. sklearn.compose.TransformedTargetRegressor with "
+                    "StandardScaler).", UserWarning, stacklevel=3)
+            return
+        prior_sd = 1.0 / np.sqrt(ctx.alpha)
         if abs(y_mean) > 3.0 * prior_sd:
             warnings.warn(
                 f"The mean of y ({y_mean:.3g}) is more than 3 prior standard deviations "
@@ -165,41 +206,192 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
         return Z + rng.normal(scale=np.sqrt(self.noise_var_), size=Z.shape)
 
 
-def _estimate_noise_var(X, y, alpha, fit_intercept, n_iter=5):
-    """Fixed point sigma^2 = ||y - X w_MAP(sigma^2)||^2 / max(n - p, 1).
+#: above this many rows and coefficients both, the evidence is maximised by
+#: MacKay's fixed point with a stochastic trace (no dense eigendecomposition)
+MAX_EVIDENCE_DIM = 3000
+#: Rademacher probes of the stochastic trace (its relative error ~ 1/sqrt(2 probes))
+TRACE_PROBES = 16
+
+
+def _estimate_noise_var(X, y, alpha, fit_intercept):
+    """The noise variance that maximises the evidence, given ``alpha``.
+
+    See :func:`_maximise_evidence`; returns ``(sigma2, n_passes)``.
+    """
+    sigma2, _, n_passes = _maximise_evidence(X, y, fit_intercept, alpha=alpha)
+    return sigma2, n_passes
+
+
+def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None):
+    """Type-II maximum likelihood of the prior precision and noise variance.
+
+    With ``w ~ N(0, I / alpha)`` (intercept included), the targets are
+    marginally ``y ~ N(0, sigma^2 I + X_a X_a^T / alpha)``; the unknowns among
+    ``alpha`` and ``sigma^2`` (those passed as None) maximise that density, as
+    :class:`sklearn.linear_model.BayesianRidge` does.  Unlike ``RSS / (n - p)``
+    this stays right when ``p >= n``: the prior, not the data, then limits how
+    much of ``y`` the coefficients can explain.
+
+    From the eigendecomposition ``X_a^T X_a = V diag(lambda) V^T`` (or of
+    ``X_a X_a^T`` when there are fewer rows than coefficients), with
+    ``q_i = (u_i^T y)^2`` and ``R = ||y||^2 - sum_i q_i``, minus twice the log
+    evidence is, up to a constant,
+    ``(n - r) log s + R / s + sum_i [log(s + lambda_i / alpha) + q_i / (s + lambda_i / alpha)]``
+    over the ``r`` nonzero eigenvalues; each unknown is found on a log grid
+    (half a decade) refined by Brent's method, ``alpha`` in an outer search
+    with ``sigma^2`` profiled out.  Above ``MAX_EVIDENCE_DIM`` rows and
+    coefficients, with ``alpha`` given, MacKay's fixed point
+    ``s = ||y - X_a w_MAP||^2 / (n - gamma)``, ``gamma = p - alpha s tr((X_a^T X_a + alpha s I)^-1)``,
+    the trace estimated from ``TRACE_PROBES`` Rademacher probes.
 
     Parameters
     ----------
     X : ndarray or CSR matrix of shape (n, d)
         Used in place (the intercept column is applied implicitly).
     y : ndarray of shape (n,)
-    alpha : float
-        Prior precision.
     fit_intercept : bool
-    n_iter : int, default=5
-        Fixed-point iterations.
+    alpha, noise_var : float or None
+        Given values, or None to estimate.
 
     Returns
     -------
     sigma2 : float
-        The noise variance.
+        The noise variance (floored at ``1e-12`` times ``var(y) + 1``: a
+        perfect fit would make the posterior degenerate).
+    alpha : float
     n_passes : int
-        Passes over the data spent, in full-gradient units: each lsqr
-        iteration multiplies by ``X`` and ``X^T`` once (like one full
-        gradient), plus one pass per call for the start vector and residual.
+        Passes over the data spent: one for the Gram matrix, or, on the
+        fixed-point route, one per multiplication by ``X_a`` and ``X_a^T``.
     """
+    y = np.asarray(y, dtype=np.float64)
+    n = X.shape[0]
+    p = X.shape[1] + int(fit_intercept)
+    floor = 1e-12 * (float(np.var(y)) + 1.0)
+    if alpha is not None and noise_var is not None:
+        return float(noise_var), float(alpha), 0
+    if min(n, p) > MAX_EVIDENCE_DIM:
+        if alpha is None:
+            raise ValueError(
+                f"alpha='auto' estimates the prior precision from an eigendecomposition of "
+                f"a {min(n, p)} x {min(n, p)} Gram matrix, above the {MAX_EVIDENCE_DIM} this "
+                "estimator allows; pass alpha as a number (e.g. alpha=1.0 on standardised "
+                "features).")
+        sigma2, n_passes = _noise_var_fixed_point(X, y, alpha, fit_intercept)
+        return max(sigma2, floor), float(alpha), n_passes
+    lam, q = _spectrum(X, y, fit_intercept, dual=n < p)
+    keep = lam > 1e-12 * max(float(lam.max(initial=0.0)), 1e-300)
+    lam, q = lam[keep], q[keep]
+    residual = max(float(y @ y) - float(q.sum()), 0.0)
+    r = lam.size
+    scale = float(y @ y) / max(n, 1) + 1e-300
+
+    def objective(log_s, log_a):
+        # minus twice the log evidence (vectorised over an array of log_s)
+        s = np.exp(np.atleast_1d(log_s))[:, None]
+        c = s + lam[None, :] * np.exp(-log_a)
+        return ((n - r) * np.log(s[:, 0]) + residual / s[:, 0]
+                + np.sum(np.log(c) + q[None, :] / c, axis=1))
+
+    s_range = (np.log(floor), np.log(10.0 * scale + floor))
+
+    def best_noise(log_a):
+        if noise_var is not None:
+            log_s = np.log(float(noise_var))
+            return float(objective(log_s, log_a)[0]), log_s
+        return _grid_then_brent(lambda t: objective(t, log_a), *s_range)
+
+    if alpha is not None:
+        _, log_s = best_noise(np.log(float(alpha)))
+        return max(float(np.exp(log_s)), floor), float(alpha), 1
+    # alpha spans the scales of the data: lambda / alpha from 1e-8 to 1e8 of var(y)
+    lam_scale = float(lam.mean()) if r else 1.0
+    a_range = (np.log(lam_scale / scale) - 8 * np.log(10), np.log(lam_scale / scale)
+               + 8 * np.log(10))
+    _, log_a = _grid_then_brent(lambda t: np.array([best_noise(float(u))[0] for u in
+                                                    np.atleast_1d(t)]), *a_range)
+    _, log_s = best_noise(log_a)
+    return max(float(np.exp(log_s)), floor), float(np.exp(log_a)), 1
+
+
+def _grid_then_brent(f, lo, hi, spacing=0.5 * np.log(10.0)):
+    """Global minimum of a scalar function of one variable on ``[lo, hi]``:
+    the best point of a grid (``spacing`` apart), refined by bounded Brent
+    between its neighbours.  ``f`` takes an array and returns an array."""
+    grid = np.linspace(lo, hi, max(3, int(np.ceil((hi - lo) / spacing)) + 1))
+    values = f(grid)
+    i = int(np.argmin(values))
+    a, b = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+    res = minimize_scalar(lambda t: float(f(np.array([t]))[0]), bounds=(a, b),
+                          method="bounded", options={"xatol": 1e-7})
+    if res.fun <= values[i]:
+        return float(res.fun), float(res.x)
+    return float(values[i]), float(grid[i])
+
+
+def _spectrum(X, y, fit_intercept, dual):
+    """Nonnegative eigenvalues ``lambda`` of ``X_a^T X_a`` (or ``X_a X_a^T``
+    with ``dual``) and ``q_i = (u_i^T y)^2`` for the unit left singular
+    vectors ``u_i``; one pass over ``X`` in row chunks."""
+    n, d = X.shape
+    p = d + int(fit_intercept)
+    if dual:
+        Xd = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=np.float64)
+        K = np.asarray(Xd @ Xd.T, dtype=np.float64)
+        if fit_intercept:
+            K += 1.0
+        lam, U = np.linalg.eigh(K)
+        return np.clip(lam, 0.0, None), (U.T @ y) ** 2
+    G = np.zeros((p, p))
+    c = np.zeros(p)
+    for start in range(0, n, 4096):
+        Xc = X[start:start + 4096]
+        Xc = Xc.toarray() if hasattr(Xc, "toarray") else np.asarray(Xc, dtype=np.float64)
+        if fit_intercept:
+            Xc = np.hstack([Xc, np.ones((Xc.shape[0], 1))])
+        G += Xc.T @ Xc
+        c += Xc.T @ y[start:start + 4096]
+    lam, V = np.linalg.eigh(G)
+    lam = np.clip(lam, 0.0, None)
+    b = V.T @ c
+    q = np.where(lam > 0, b * b / np.where(lam > 0, lam, 1.0), 0.0)
+    return lam, q
+
+
+def _noise_var_fixed_point(X, y, alpha, fit_intercept, n_iter=8, seed=0):
+    """MacKay's evidence fixed point for large ``n`` and ``p`` (see
+    :func:`_estimate_noise_var`); the trace by Hutchinson's estimator with
+    damped least-squares solves."""
     Xa = _intercept_operator(X, fit_intercept)
     n, p = Xa.shape
+    rng = np.random.default_rng(seed)
+    probes = rng.choice([-1.0, 1.0], size=(TRACE_PROBES, p))
     sigma2 = float(np.var(y)) if n > 1 and np.var(y) > 0 else 1.0
     n_passes = 0
     for _ in range(n_iter):
+        damp = np.sqrt(alpha * sigma2)
         # MAP of N(y; Xw, s2) N(w; 0, 1/alpha): lsqr with damp^2 = alpha s2
-        w, _, itn = lsqr(Xa, y, damp=np.sqrt(alpha * sigma2), atol=1e-12, btol=1e-12)[:3]
-        rss = float(np.sum((y - Xa @ w) ** 2))
-        sigma2 = rss / max(n - p, 1)
+        w, _, itn = lsqr(Xa, y, damp=damp, atol=1e-10, btol=1e-10)[:3]
         n_passes += int(itn) + 1
-    # floor: a perfect fit would make the posterior degenerate
-    return max(sigma2, 1e-12 * (float(np.var(y)) + 1.0)), n_passes
+        # tr((X^T X + damp^2 I)^-1) = E[z^T (X^T X + damp^2 I)^-1 z] (CG solves,
+        # each iteration one multiplication by X_a and one by X_a^T)
+        count = [0]
+
+        def shifted(v, damp2=damp ** 2):
+            count[0] += 1
+            return Xa.rmatvec(Xa.matvec(v)) + damp2 * v
+
+        A = LinearOperator((p, p), matvec=shifted, dtype=np.float64)
+        trace = sum(float(z @ cg(A, z, rtol=1e-6, maxiter=500)[0]) for z in probes)
+        n_passes += 2 * count[0]
+        gamma = p - damp ** 2 * trace / TRACE_PROBES
+        rss = float(np.sum((y - Xa @ w) ** 2))
+        sigma2_new = rss / max(n - gamma, 1e-3 * n)
+        n_passes += 1
+        if abs(sigma2_new - sigma2) <= 1e-4 * sigma2:
+            sigma2 = sigma2_new
+            break
+        sigma2 = sigma2_new
+    return sigma2, n_passes
 
 
 def _intercept_operator(X, fit_intercept):
