@@ -25,7 +25,7 @@ from ._sampling._context import FitContext
 from ._sampling._metric import Metric
 from ._sampling._registry import (
     ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise, noise_per_row)
-from ._sampling._runner import ChainPool, ChainSpec, initial_state
+from ._sampling._runner import CHECK_EVERY, ChainPool, ChainSpec, initial_state
 
 DEFAULT_BATCH_SIZE = 100
 #: the dense (Cholesky) Laplace metric up to this many parameters, a
@@ -39,9 +39,22 @@ FULL_GRADIENT_PREFERENCE = 2.0
 #: data passes an effective draw costs with exact gradients (Metropolis-adjusted
 #: HMC in the Laplace metric: 2-8 on the benchmark posteriors)
 FULL_PASSES_PER_DRAW = 4.0
-#: in a whitened metric ``||z||^2 / dim`` is about 1 under the posterior; a chain
-#: whose root-mean-square distance exceeds this many sds has blown up
-DIVERGENCE_SD = 50.0
+#: a chain whose parameters leave the mode by more than this many Laplace
+#: marginal sds has blown up (a posterior draw is within ~4.5 of its sds;
+#: the Laplace sds of the nearly separable benchmark are 1.3x too small)
+DIVERGENCE_SD = 10.0
+#: the same along every whitened direction of a dense metric (z ~ N(0, I))
+DIVERGENCE_Z = 12.0
+#: a diagonal metric's z_j has variance 1/(1 - R_j^2) (correlated features):
+#: only an overflow-like excursion counts
+DIVERGENCE_Z_DIAGONAL = 1e4
+#: a Metropolis-adjusted chain is exact: its far excursions are the posterior's
+#: own tail (skewed posteriors of few rows reach 11 Laplace sds), and a
+#: trajectory that blows up is rejected; only an absurd state counts there
+DIVERGENCE_EXACT_FACTOR = 10.0
+#: a user-set step (or batch) whose predicted relative error of the posterior
+#: variances exceeds this is warned about (automatic settings: 4%)
+STEP_ERROR_WARN = 0.25
 #: max_passes="auto": as many data passes as this many flops of per-datum
 #: gradients (about ten seconds on one core), within [1,000, 200,000]:
 #: cheap passes may be many, dear ones few
@@ -255,13 +268,17 @@ class BaseSGMCMC(BaseEstimator):
     def _fit(self, X, y, glm, continuing):
         n = X.shape[0]
         batch = DEFAULT_BATCH_SIZE if self.batch_size == "auto" else self.batch_size
-        ctx = FitContext(X, y, glm, float(self.alpha), bool(self.fit_intercept),
+        # alpha='auto' (ridge) is resolved by the hook below, before anything
+        # depends on it
+        alpha = 1.0 if isinstance(self.alpha, str) else float(self.alpha)
+        ctx = FitContext(X, y, glm, alpha, bool(self.fit_intercept),
                          int(min(batch, n)))
         ctx.options.update(temperature=float(self.temperature), access=self.access,
                            snapshot_period=self.snapshot_period,
                            pv_threshold=self.pv_threshold, pilot_steps=self.pilot_steps,
                            n_leapfrog=self.n_leapfrog, inv_mass=self.inv_mass)
         self._fit_context_hook(ctx)
+        self.alpha_ = float(ctx.alpha)
         if continuing:
             setup = self._fit_setup
             if hasattr(self, "mode_"):
@@ -273,20 +290,20 @@ class BaseSGMCMC(BaseEstimator):
             # the set-up's own randomness (pilot chains) never shares a chain's stream
             ctx.options["pilot_seed"] = seeds[-1]
             setup = self._resolve_setup(ctx)
-            states = [initial_state(s, z0) for s, z0 in
-                      zip(seeds[:self.n_chains], self._start_points(ctx, setup, seeds))]
+            starts = self._start_points(ctx, setup, seeds)
+            setup.notes.update(self._divergence_bounds(ctx, setup, starts))
+            states = [initial_state(s, z0) for s, z0 in zip(seeds[:self.n_chains], starts)]
         metric = Metric.from_config(setup.metric)
         spec = ChainSpec(
             model=glm.name, n_outputs=glm.n_outputs, noise_var=glm.noise_var,
-            fit_intercept=bool(self.fit_intercept), alpha=float(self.alpha),
+            fit_intercept=bool(self.fit_intercept), alpha=float(ctx.alpha),
             sampler=setup.sampler, sampler_config=setup.sampler_config,
             subsampling=setup.subsampling, subsampling_config=setup.subsampling_config,
             ewsg_chain_length=(int(self.ewsg_chain_length)
                                if SUBSAMPLINGS[setup.subsampling].index_chain else 0),
             ewsg_x=EWSG_X_MODES[self.ewsg_x], metric=setup.metric,
-            metropolis=setup.metropolis,
-            max_sq_norm=(DIVERGENCE_SD ** 2 * ctx.dim if metric.whitened else np.inf),
-            verbose=int(self.verbose))
+            metropolis=setup.metropolis, max_abs_z=setup.notes.get("max_abs_z", np.inf),
+            bounds=setup.notes.get("bounds"), verbose=int(self.verbose))
         pool = ChainPool(X, y, spec, [dict(s) for s in states], n_jobs=self.n_jobs)
         plan = self._plan(ctx, setup, continuing)
         plan.retune = self._retuner(ctx, setup, pool)
@@ -296,6 +313,11 @@ class BaseSGMCMC(BaseEstimator):
         except _schedule.ChainsDiverged as exc:
             self._discard_posterior(keep_chains=continuing)
             raise self._divergence_error(exc, setup) from None
+        except KeyboardInterrupt:
+            # every chain thread has stopped (ChainPool); the draws so far are
+            # discarded, and a warm start can be resumed from where it began
+            self._discard_posterior(keep_chains=continuing)
+            raise
         self._store(ctx, setup, pool, plan, outcome)
 
     # ---------------------------------------------------------------- set-up
@@ -371,6 +393,14 @@ class BaseSGMCMC(BaseEstimator):
                 batch = settings.batch_size
             iat = settings.iat
             predicted_error = settings.variance_error
+            if predicted_error > STEP_ERROR_WARN and self.step_size != "auto":
+                # the step that would keep the error in budget (warned after the fit)
+                advice = _error_model.choose(
+                    sampler, notes["noise_per_row"], n, friction=friction,
+                    batch_size=batch if batch is not None else "auto",
+                    overhead_rows=overhead)
+                if advice.variance_error <= _error_model.VARIANCE_ERROR * (1 + 1e-9):
+                    notes["advised_step"] = advice.step_size
         ctx.batch_size = int(min(batch if batch is not None else DEFAULT_BATCH_SIZE, n))
         shared = self._shared_start(ctx, kind)
         if shared is not None:  # every chain starts here: one snapshot table for all
@@ -385,6 +415,49 @@ class BaseSGMCMC(BaseEstimator):
         return FitSetup(sampler, subsampling, metric_cfg, metropolis, samp_config, sub_config,
                         ctx.batch_size, float(iat), float(predicted_error), momentum_scale,
                         notes)
+
+    def _divergence_bounds(self, ctx, setup, starts):
+        """What a chain must stay within to count as not diverged.
+
+        Every parameter within ``DIVERGENCE_SD`` posterior sds of the mode,
+        with the sds of the Laplace approximation where they are at hand (a
+        dense metric's factor, or a Hessian at the mode already computed) and
+        otherwise the bound ``sqrt(T / alpha)`` (the likelihoods are
+        log-concave, so the posterior is ``alpha / T``-strongly log-concave
+        and no marginal sd exceeds the prior's); in a dense metric also every
+        ``|z_j|`` within ``DIVERGENCE_Z``.  A diagonal metric's ``z`` is not
+        standardised (correlations), so only an overflow-like excursion counts
+        there.  The bounds widen to twice the farthest start, so that a chain
+        started far out (``init``) may travel in, and tenfold for a
+        Metropolis-adjusted chain (exact: a far excursion is the posterior's
+        own tail, and a trajectory that blows up is rejected).  Without a mode
+        only non-finite states count.
+        """
+        out = {}
+        T = float(self.temperature)
+        widen = DIVERGENCE_EXACT_FACTOR if setup.metropolis else 1.0
+        metric = Metric.from_config(setup.metric)
+        kind = setup.metric["kind"]
+        z0 = np.abs(np.asarray(starts)).max() if len(starts) else 0.0
+        if kind == "dense":
+            F = np.asarray(setup.metric["factor"])
+            center, sd = np.asarray(setup.metric["center"]), np.sqrt(np.einsum("ij,ij->i", F, F))
+            out["max_abs_z"] = max(widen * DIVERGENCE_Z, 2.0 * z0)
+        elif kind == "diagonal":
+            out["max_abs_z"] = max(DIVERGENCE_Z_DIAGONAL, 2.0 * z0)
+            return out
+        elif "mode" in ctx._cache:
+            center = ctx.mode()
+            if "hessian_mode" in ctx._cache:
+                sd = np.sqrt(T * np.diag(ctx.laplace_cov(center)))
+            else:
+                sd = np.full(ctx.dim, np.sqrt(T / ctx.alpha))
+        else:
+            return out
+        thetas = metric.py_to_theta(np.asarray(starts))
+        farthest = np.max(np.abs(thetas - center) / sd) if len(starts) else 0.0
+        out["bounds"] = (center, sd, max(widen * DIVERGENCE_SD, 2.0 * farthest))
+        return out
 
     # parameter -> (its default, the samplers / subsamplings it acts with)
     _SAMPLER_PARAMETERS = {
@@ -581,12 +654,13 @@ class BaseSGMCMC(BaseEstimator):
         if isinstance(init, str) and init == "laplace":
             # overdispersed draws of the Laplace approximation (split R-hat
             # then sees chains that have not converged)
+            # (normals truncated at 3: a start is at most 6 sds out, well
+            # inside the divergence bounds whatever the dimension)
+            xis = [np.clip(r.standard_normal(ctx.dim), -3.0, 3.0) for r in rngs]
             if metric.whitened:
-                zs = [OVERDISPERSION * r.standard_normal(ctx.dim) for r in rngs]
-                return zs
+                return [OVERDISPERSION * xi for xi in xis]
             F = np.linalg.cholesky(ctx.laplace_cov(ctx.mode()) * self.temperature)
-            thetas = [ctx.mode() + OVERDISPERSION * F @ r.standard_normal(ctx.dim)
-                      for r in rngs]
+            thetas = [ctx.mode() + OVERDISPERSION * F @ xi for xi in xis]
         elif isinstance(init, str) and init == "prior":
             thetas = [r.standard_normal(ctx.dim) / np.sqrt(ctx.alpha) for r in rngs]
         elif isinstance(init, str):
@@ -628,13 +702,14 @@ class BaseSGMCMC(BaseEstimator):
         bad = [(c, r) for c, r in enumerate(exc.results) if r.diverged]
         c, r = bad[0]
         h = r.step_size
+        bounds = setup.notes.get("bounds")
         what = ("non-finite parameters" if r.reason == "non-finite" else
-                f"parameters more than {DIVERGENCE_SD:.0f} posterior sds (root mean square, "
-                "in the Laplace metric) from the mode")
+                f"parameters more than {bounds[2]:.0f} posterior sds from the mode"
+                if bounds is not None else "parameters implausibly far from the mode")
         return SamplingDivergedError(
-            f"Chain {c} diverged ({what}) during {exc.phase} after {r.n_steps_done} steps of "
-            f"that round, with sampler={setup.sampler!r}, subsampling={setup.subsampling!r} "
-            f"and step_size={h:.3g}. Pass a smaller step_size, e.g. step_size={h / 10:.3g} "
+            f"Chain {c} diverged ({what}) during {exc.phase}, {r.n_steps_done} to "
+            f"{r.n_steps_done + CHECK_EVERY} steps into that round, with "
+            f"sampler={setup.sampler!r}, subsampling={setup.subsampling!r} and step_size={h:.3g}. Pass a smaller step_size, e.g. step_size={h / 10:.3g} "
             "(or leave step_size='auto', or standardise X). No samples were kept.")
 
     def _store(self, ctx, setup, pool, plan, outcome):
@@ -751,8 +826,30 @@ class BaseSGMCMC(BaseEstimator):
                 f"{len(bad)} of {len(rhat)} parameters): the chains disagree, so they have "
                 "not all reached the posterior. Leave n_warmup='auto' (or raise it) and "
                 "sample longer (n_samples='auto'). " + self._mixing_hint())
+        messages.extend(self._step_error_message())
         if messages:
             warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=3)
+
+    def _step_error_message(self):
+        """A user-set step (or batch) whose predicted error is large: the draws
+        converge, but to the wrong spread (the error model of the dynamics
+        in the whitened metric; automatic settings keep it within 4%)."""
+        setup = self._fit_setup
+        error = setup.predicted_variance_error
+        user_set = self.step_size != "auto" or self.batch_size != "auto"
+        if not (user_set and np.isfinite(error) and error > STEP_ERROR_WARN):
+            return []
+        advice = setup.notes.get("advised_step")
+        if advice is not None:
+            fix = (f"Pass step_size={advice:.3g} or less (predicted error "
+                   f"{_error_model.VARIANCE_ERROR:.0%}), or leave step_size='auto'")
+        else:
+            fix = "Leave step_size='auto' and batch_size='auto'"
+        return [
+            f"With step_size={self.step_size!r} and batch_size={self.batch_size!r}, the "
+            f"{setup.sampler} dynamics with {setup.subsampling} gradients are predicted to "
+            f"get the posterior variances wrong by {error:.0%} (discretisation and gradient "
+            f"noise; the draws mix, but around the wrong spread). {fix}."]
 
     def _mixing_hint(self):
         if self.metric_ == "identity":

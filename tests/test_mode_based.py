@@ -286,7 +286,10 @@ def test_mode_and_laplace_binary():
     w_ps = est_ps._fit_setup.subsampling_config["weights"]
     w_ref = np.abs(s - y) * np.linalg.norm(Xe, axis=1)
     np.testing.assert_allclose(w_ps / w_ps.sum(), w_ref / w_ref.sum(), rtol=1e-6)
-    assert not hasattr(est_ps, "laplace_cov_")         # PS needs no Hessian
+    # PS needs no Hessian pass of its own: the covariance it reports (and
+    # bounds its chains with) is the mode search's last Newton Hessian
+    np.testing.assert_allclose(est_ps.laplace_cov_, cov, rtol=1e-6, atol=1e-12)
+    assert est_ps.n_setup_passes_ <= est.n_setup_passes_
 
 
 def test_mode_and_laplace_multinomial():

@@ -18,7 +18,7 @@ import numpy as np
 
 cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer
-from libc.math cimport exp, isfinite, INFINITY
+from libc.math cimport exp, fabs, isfinite, INFINITY
 from libc.string cimport memcpy
 from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
@@ -243,20 +243,33 @@ cdef bitgen_t* _get_bitgen(bit_generator) except NULL:
     return <bitgen_t*> PyCapsule_GetPointer(capsule, "BitGenerator")
 
 
-cdef inline bint _state_ok(const double* x, intp n, double max_sq_norm) noexcept nogil:
-    """Finite, and ``||x||^2 <= max_sq_norm``."""
+cdef inline bint _state_ok(const double* z, intp n, double max_abs_z, const double* theta,
+                           const double* center, const double* scale, double max_sds) noexcept nogil:
+    """Finite; every ``|z_j| <= max_abs_z``; and, with ``scale``, every
+    ``|theta_j - center_j| <= max_sds * scale_j``."""
     cdef intp j
-    cdef double sq = 0.0
     for j in range(n):
-        if not isfinite(x[j]):
+        if not isfinite(z[j]) or fabs(z[j]) > max_abs_z:
             return False
-        sq += x[j] * x[j]
-    return sq <= max_sq_norm
+    if scale != NULL:
+        for j in range(n):
+            if not isfinite(theta[j]) or fabs(theta[j] - center[j]) > max_sds * scale[j]:
+                return False
+    return True
+
+
+cdef inline bint _all_finite(const double* z, intp n) noexcept nogil:
+    cdef intp j
+    for j in range(n):
+        if not isfinite(z[j]):
+            return False
+    return True
 
 
 def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
                 Py_ssize_t n_steps, Py_ssize_t thin=1, out=None, bit_generator=None,
-                Py_ssize_t check_every=16, double max_sq_norm=INFINITY):
+                Py_ssize_t check_every=16, double max_abs_z=INFINITY, bounds=None,
+                dict report=None):
     """Advance one chain by ``n_steps`` steps without the GIL.
 
     Parameters
@@ -274,20 +287,24 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
     bit_generator : numpy.random.BitGenerator
         Source of every random number of this chain.
     check_every : int
-        Steps between finiteness checks (every kept state is checked too).
-    max_sq_norm : float, default=inf
-        A state with ``||z||^2`` above it counts as diverged (in a whitened
-        metric ``||z||^2 / dim`` is about 1 under the posterior: a chain far
+        Steps between checks of the state (every kept state is checked too).
+    max_abs_z : float, default=inf
+        A state with a coordinate ``|z_j|`` above it counts as diverged (in a
+        whitened metric ``z`` is about N(0, I) under the posterior: a chain far
         outside it has blown up even while it stays finite).
+    bounds : tuple (center, scale, max_sds) or None
+        A state whose parameters leave ``center +- max_sds * scale`` (the
+        mode and its Laplace marginal sds) counts as diverged too.
+    report : dict, optional
+        On divergence receives ``"reason"``: ``"non-finite"`` or ``"far"``.
 
     Returns
     -------
     n_done : int
         Steps completed; less than ``n_steps`` only when the state became
-        non-finite or left ``max_sq_norm`` (theta then holds the last good
-        state).
+        non-finite or left its bounds (theta then holds the last good state).
     n_kept : int
-        Rows of ``out`` written (all finite).
+        Rows of ``out`` written (all good).
     """
     cdef intp dim = theta.shape[0]
     cdef double[:, ::1] out_v
@@ -300,26 +317,42 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
         raise ValueError("thin and check_every must be >= 1")
     cdef bitgen_t* rng = _get_bitgen(bit_generator)
     cdef double[::1] last_good = np.array(theta)
+    cdef double[::1] params = np.zeros(max(dim, 1))
+    cdef double[::1] center, scale
+    cdef const double* c_ptr = NULL
+    cdef const double* s_ptr = NULL
+    cdef double max_sds = INFINITY
+    if bounds is not None:
+        center = np.ascontiguousarray(bounds[0], dtype=np.float64)
+        scale = np.ascontiguousarray(bounds[1], dtype=np.float64)
+        if center.shape[0] != dim or scale.shape[0] != dim:
+            raise ValueError("bounds must have dim values")
+        max_sds = bounds[2]
+        c_ptr = &center[0]
+        s_ptr = &scale[0]
     cdef intp s, n_kept = 0, n_done = 0
-    cdef bint ok = True
+    cdef bint ok = True, check, finite = True
     cdef Metric metric = oracle.metric
     with bit_generator.lock, nogil:
         oracle.estimator.rng = rng
         for s in range(n_steps):
             dynamics.step(&theta[0], oracle, rng)
-            if keep and (s + 1) % thin == 0:
-                if not _state_ok(&theta[0], dim, max_sq_norm):
+            check = (keep and (s + 1) % thin == 0) or (s + 1) % check_every == 0 \
+                or s + 1 == n_steps
+            if check:
+                if s_ptr != NULL or keep:
+                    metric.to_theta(&theta[0], &params[0])
+                if not _state_ok(&theta[0], dim, max_abs_z, &params[0], c_ptr, s_ptr, max_sds):
                     ok = False
+                    finite = _all_finite(&theta[0], dim)
                     break
-                metric.to_theta(&theta[0], &out_v[n_kept, 0])
-                n_kept += 1
-                memcpy(&last_good[0], &theta[0], dim * sizeof(double))
-            elif (s + 1) % check_every == 0 or s + 1 == n_steps:
-                if not _state_ok(&theta[0], dim, max_sq_norm):
-                    ok = False
-                    break
+                if keep and (s + 1) % thin == 0:
+                    memcpy(&out_v[n_kept, 0], &params[0], dim * sizeof(double))
+                    n_kept += 1
                 memcpy(&last_good[0], &theta[0], dim * sizeof(double))
             n_done = s + 1
         if not ok:
             memcpy(&theta[0], &last_good[0], dim * sizeof(double))
+    if not ok and report is not None:
+        report["reason"] = "far" if finite else "non-finite"
     return n_done, n_kept

@@ -9,7 +9,9 @@ checks the effective sample size and decides whether to go on.  A chain's
 draws depend only on its own seed and on the rounds' lengths, which are
 decided from all chains' draws, so the result is the same for any ``n_jobs``.
 """
+import threading
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -22,14 +24,77 @@ from ._estimators import Problem
 from ._metric import Metric
 from ._registry import SAMPLERS, SUBSAMPLINGS
 
-# Steps per call into the nogil loop: large enough that the Python round trip
-# is invisible, small enough for progress reports and Ctrl-C to be prompt.
+# Calls into the nogil loop last about SEGMENT_SECONDS (the first one
+# FIRST_SEGMENT_STEPS steps, then sized from the measured rate, never above
+# SEGMENT_STEPS): the Python round trip between them (~10 us) is invisible,
+# and between them Ctrl-C and a stop request are seen, whatever a step costs.
+SEGMENT_SECONDS = 0.1
+FIRST_SEGMENT_STEPS = 16
 SEGMENT_STEPS = 20000
+# How long an interrupted fit waits for its chain threads to stop (each
+# stops within a segment)
+STOP_TIMEOUT = 10.0
 # With progress reports (verbose > 0), segments are shortened to last about
 # this long (never longer than SEGMENT_STEPS steps): one Python round trip
 # per PROGRESS_SECONDS costs nothing, and slow steps (large batches, many
 # features) still report often.  The draws do not depend on the segmentation.
 PROGRESS_SECONDS = 0.5
+# Steps between checks that a chain is finite and within its bounds (a cheap
+# O(dim) test; a blown-up chain is caught within this many steps)
+CHECK_EVERY = 16
+# During warm-up (nothing kept) the bounds are this much wider: an untuned
+# step from an overdispersed start may make a long excursion in a skewed
+# posterior and come back, while a blow-up passes any bound within steps
+WARMUP_SLACK = 2.0
+
+
+class _StopRequests:
+    """Stop flags of the fits under way, shared by their chain threads.
+
+    A pool registers a token per round; its chains count themselves in and
+    out and return at the end of their current segment once the token is
+    stopped (on KeyboardInterrupt, or any error, in the thread that runs the
+    fit, which then waits for them).  Chains
+    in other processes (loky, dask) never see a stop: those backends end
+    their workers themselves.
+    """
+
+    def __init__(self):
+        self._lock = threading.Condition()
+        self._stopped = set()
+        self._running = {}
+
+    def enter(self, token):
+        with self._lock:
+            self._running[token] = self._running.get(token, 0) + 1
+
+    def leave(self, token):
+        with self._lock:
+            self._running[token] -= 1
+            if not self._running[token]:
+                del self._running[token]
+            self._lock.notify_all()
+
+    def stopped(self, token):
+        return token in self._stopped
+
+    def stop_and_wait(self, token, timeout):
+        """Stop every chain of ``token``; wait until none runs (or timeout)."""
+        with self._lock:
+            self._stopped.add(token)
+            self._lock.wait_for(lambda: token not in self._running, timeout)
+
+    def forget(self, token):
+        with self._lock:
+            self._stopped.discard(token)
+
+
+
+STOP_REQUESTS = _StopRequests()
+
+
+class ChainStopped(Exception):
+    """A chain returned early on a stop request (the fit was interrupted)."""
 
 
 @dataclass
@@ -49,7 +114,8 @@ class ChainSpec:
     ewsg_x: int
     metric: dict                      # Metric.get_config()
     metropolis: bool = False
-    max_sq_norm: float = np.inf       # ||z||^2 beyond which a chain counts as diverged
+    max_abs_z: float = np.inf         # |z_j| beyond which a chain counts as diverged
+    bounds: object = None             # (center, scale, max_sds) the parameters must stay in
     verbose: int = 0
 
 
@@ -118,7 +184,7 @@ class _Progress:
 
 
 def run_chain(X, y, spec, state, n_steps, thin=1, keep=True, adapt=None, chain_id=0,
-              phase="sampling", log_sizes=False):
+              phase="sampling", log_sizes=False, stop_token=None):
     """Advance one chain by ``n_steps`` steps from ``state``.
 
     Parameters
@@ -142,11 +208,27 @@ def run_chain(X, y, spec, state, n_steps, thin=1, keep=True, adapt=None, chain_i
         Used in progress messages.
     log_sizes : bool
         Adaptive estimators: record the minibatch sizes drawn.
+    stop_token : str or None
+        A stop request for it (:data:`STOP_REQUESTS`) ends the chain at the
+        end of its current segment by raising :class:`ChainStopped`.
 
     Returns
     -------
     ChainResult
     """
+    if stop_token is None:
+        return _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase,
+                          log_sizes, None)
+    STOP_REQUESTS.enter(stop_token)
+    try:
+        return _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase,
+                          log_sizes, stop_token)
+    finally:
+        STOP_REQUESTS.leave(stop_token)
+
+
+def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, log_sizes,
+               stop_token):
     t0 = time.perf_counter()
     bitgen = np.random.PCG64()
     bitgen.state = state["bit_generator"]
@@ -174,29 +256,40 @@ def run_chain(X, y, spec, state, n_steps, thin=1, keep=True, adapt=None, chain_i
     if adaptive and log_sizes:
         estimator.start_size_log(n_steps * (spec.ewsg_chain_length + 1))
     progress = (_Progress(chain_id, n_steps, spec.verbose, phase) if spec.verbose else None)
-    segment = SEGMENT_STEPS if progress is None else min(SEGMENT_STEPS, 1000)
+    segment = FIRST_SEGMENT_STEPS
     done = kept = 0
     diverged = False
+    report = {}
+    slack = 1.0 if keep else WARMUP_SLACK
+    max_abs_z = spec.max_abs_z * slack
+    bounds = (None if spec.bounds is None else
+              (spec.bounds[0], spec.bounds[1], spec.bounds[2] * slack))
     while done < n_steps and not diverged:
         chunk = min(segment * thin, n_steps - done)
         view = samples[kept:] if keep else None
         t_seg = time.perf_counter()
         n_done, n_kept = run_segment(oracle, dynamics, theta, chunk, thin, view, bitgen,
-                                     max_sq_norm=spec.max_sq_norm)
+                                     CHECK_EVERY, max_abs_z=max_abs_z, bounds=bounds,
+                                     report=report)
         seconds = time.perf_counter() - t_seg
         done += n_done
         kept += n_kept
         diverged = n_done < chunk
         if progress is not None:
             progress.update(phase, n_done)
-            if seconds > 0 and n_done:
-                steps = n_done * PROGRESS_SECONDS / seconds / thin
-                segment = int(min(SEGMENT_STEPS, max(1, steps)))
+        if n_done:
+            # the next call lasts about SEGMENT_SECONDS (at most double the last)
+            steps = n_done * SEGMENT_SECONDS / max(seconds, 1e-9) / thin
+            segment = int(min(SEGMENT_STEPS, 2 * segment, max(1, steps)))
+        if stop_token is not None and STOP_REQUESTS.stopped(stop_token):
+            if progress is not None:
+                progress.close()
+            raise ChainStopped(chain_id)
     if progress is not None:
         progress.close()
     reason = ""
     if diverged:
-        reason = "non-finite" if not np.all(np.isfinite(theta)) else "far"
+        reason = report.get("reason", "far")
         samples = samples[:kept]
     if adapt.get("finish"):
         dynamics.finish_adaptation()
@@ -262,10 +355,21 @@ class ChainPool:
             return [ChainResult(np.empty((0, len(s["theta"]))), s, 0, 0, False, 0.0)
                     for s in self.states]
         parallel = self._parallel or Parallel(n_jobs=self.n_jobs, prefer="threads")
-        results = parallel(
-            delayed(run_chain)(self.X, self.y, self.spec, state, n_steps, thin, keep, adapt,
-                               chain_id=c, phase=phase, log_sizes=log_sizes)
-            for c, state in enumerate(self.states))
+        token = uuid.uuid4().hex
+        try:
+            results = parallel(
+                delayed(run_chain)(self.X, self.y, self.spec, state, n_steps, thin, keep,
+                                   adapt, chain_id=c, phase=phase, log_sizes=log_sizes,
+                                   stop_token=token)
+                for c, state in enumerate(self.states))
+        except BaseException:
+            # KeyboardInterrupt (or any error) here: the chain threads still
+            # running stop at the end of their segment; wait for them, so that
+            # nothing keeps sampling after fit has returned
+            STOP_REQUESTS.stop_and_wait(token, timeout=STOP_TIMEOUT)
+            raise
+        finally:
+            STOP_REQUESTS.forget(token)
         self.states = [r.state for r in results]
         self.n_grad_evals += int(sum(r.n_grad_evals for r in results))
         self.seconds += max(r.seconds for r in results)
@@ -305,6 +409,14 @@ class ChainPool:
             if "cache_scalars" in dyn:
                 dyn["cache_scalars"] = np.array([0.0, 0.0])
         self.spec.metric = new_metric
+        if self.spec.bounds is not None and new_metric["kind"] == "dense":
+            # the adapted metric estimates the posterior's own sds: where
+            # they exceed the Laplace ones (skewed, heavy-tailed posteriors)
+            # the bounds follow them
+            center, sd, max_sds = self.spec.bounds
+            F = np.asarray(new_metric["factor"])
+            self.spec.bounds = (center, np.maximum(sd, np.sqrt(np.einsum("ij,ij->i", F, F))),
+                                max_sds)
 
 
 def _scatter_once(X):
