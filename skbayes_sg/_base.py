@@ -52,6 +52,9 @@ DIVERGENCE_Z_DIAGONAL = 1e4
 #: own tail (skewed posteriors of few rows reach 11 Laplace sds), and a
 #: trajectory that blows up is rejected; only an absurd state counts there
 DIVERGENCE_EXACT_FACTOR = 10.0
+#: the largest model whose hand-set identity-metric step is checked (a dense
+#: Hessian and its eigenvalues)
+MAX_STEP_CHECK_DIM = 2000
 #: a user-set step (or batch) whose predicted relative error of the posterior
 #: variances exceeds this is warned about (automatic settings: 4%)
 STEP_ERROR_WARN = 0.25
@@ -318,6 +321,10 @@ class BaseSGMCMC(BaseEstimator):
             # discarded, and a warm start can be resumed from where it began
             self._discard_posterior(keep_chains=continuing)
             raise
+        if (self.step_size != "auto" and setup.metric["kind"] == "identity"
+                and setup.sampler in ("sgld", "psgld") and not setup.metropolis
+                and ctx.dim <= MAX_STEP_CHECK_DIM):
+            self._identity_step_error(ctx, setup, pool)
         self._store(ctx, setup, pool, plan, outcome)
 
     # ---------------------------------------------------------------- set-up
@@ -415,6 +422,44 @@ class BaseSGMCMC(BaseEstimator):
         return FitSetup(sampler, subsampling, metric_cfg, metropolis, samp_config, sub_config,
                         ctx.batch_size, float(iat), float(predicted_error), momentum_scale,
                         notes)
+
+    def _identity_step_error(self, ctx, setup, pool):
+        """The predicted variance error of a hand-set step of Euler SGLD or
+        pSGLD in the identity metric (``setup.predicted_variance_error``, and
+        ``notes["advised_step"]``).
+
+        On the Laplace approximation, in the whitened coordinates
+        ``z = L^-1 (theta - mode)`` (``L L^T = T H^-1``), a step with
+        preconditioner ``G`` (1 for SGLD; pSGLD's RMSprop diagonal, averaged
+        over the chains at the end of the run) is
+        ``z' = (I - h M) z - h M eps + sqrt(2 h M) xi`` with
+        ``M = T L^-1 G L^-T``, whose eigenvalues are those of
+        ``G^1/2 H G^1/2``.  With gradient noise ``eps`` of variance ``v``
+        per direction (the estimator's ``v1 / b``), every eigen-direction
+        ``mu`` has the stationary variance ``(2 + h mu v) / (2 - h mu)``:
+        the relative error ``k (1 + v) / (2 - k)`` with ``k = h mu_max``
+        (unstable for ``k >= 2``).
+        """
+        T = float(self.temperature)
+        center, factor = ctx.laplace_metric("dense", T)
+        H = ctx._hessian_at(center)
+        if setup.sampler == "psgld":
+            V = np.mean([np.asarray(s["dynamics"]["V"]) for s in pool.states], axis=0)
+            g = np.sqrt(1.0 / (float(setup.sampler_config.get("eps", 1e-5)) + np.sqrt(V)))
+        else:
+            g = np.ones(ctx.dim)
+        mu = float(np.linalg.eigvalsh(g[:, None] * H * g[None, :])[-1])
+        v = 0.0
+        if SUBSAMPLINGS[setup.subsampling].stochastic:
+            if "posterior_row_cov" not in ctx.options:
+                ctx.options["posterior_row_cov"] = ctx.metric_row_covariances("dense", factor)
+            v = noise_per_row(ctx, SUBSAMPLINGS[setup.subsampling], factor, "dense",
+                              1.0 / T) / max(setup.batch_size, 1)
+        kappa = float(setup.sampler_config["step_size"]) * mu
+        error = kappa * (1.0 + v) / (2.0 - kappa) if kappa < 2.0 else np.inf
+        setup.predicted_variance_error = float(error)
+        budget = _error_model.VARIANCE_ERROR
+        setup.notes["advised_step"] = 2.0 * budget / ((1.0 + v + budget) * mu)
 
     def _divergence_bounds(self, ctx, setup, starts):
         """What a chain must stay within to count as not diverged.
@@ -837,7 +882,7 @@ class BaseSGMCMC(BaseEstimator):
         setup = self._fit_setup
         error = setup.predicted_variance_error
         user_set = self.step_size != "auto" or self.batch_size != "auto"
-        if not (user_set and np.isfinite(error) and error > STEP_ERROR_WARN):
+        if not (user_set and error > STEP_ERROR_WARN):   # NaN: no prediction
             return []
         advice = setup.notes.get("advised_step")
         if advice is not None:
@@ -845,11 +890,15 @@ class BaseSGMCMC(BaseEstimator):
                    f"{_error_model.VARIANCE_ERROR:.0%}), or leave step_size='auto'")
         else:
             fix = "Leave step_size='auto' and batch_size='auto'"
-        return [
-            f"With step_size={self.step_size!r} and batch_size={self.batch_size!r}, the "
-            f"{setup.sampler} dynamics with {setup.subsampling} gradients are predicted to "
-            f"get the posterior variances wrong by {error:.0%} (discretisation and gradient "
-            f"noise; the draws mix, but around the wrong spread). {fix}."]
+        head = (f"With step_size={self.step_size!r} and batch_size={self.batch_size!r}, the "
+                f"{setup.sampler} dynamics with {setup.subsampling} gradients")
+        if not np.isfinite(error):
+            return [head + " are unstable on the posterior's Gaussian approximation (the "
+                    "step exceeds the stability limit of its stiffest direction): the draws "
+                    f"are not the posterior. {fix}."]
+        return [head + f" are predicted to get the posterior variances wrong by {error:.0%} "
+                "(discretisation and gradient noise; the draws mix, but around the wrong "
+                f"spread). {fix}."]
 
     def _mixing_hint(self):
         if self.metric_ == "identity":

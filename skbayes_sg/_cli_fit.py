@@ -42,7 +42,9 @@ import bz2
 import csv
 import gzip
 import json
+import os
 import sys
+import tempfile
 import textwrap
 import time
 import warnings
@@ -199,7 +201,11 @@ def load_csv(path, target):
     except ImportError:
         pd = None
     if pd is not None:
-        frame = pd.read_csv(path)
+        try:
+            frame = pd.read_csv(path)
+        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+            raise DataError(f"{path} cannot be read as a CSV file with a header row "
+                            f"({type(exc).__name__}: {exc}).") from None
         header = [str(c) for c in frame.columns]
         if target not in header:
             raise DataError(f"no column {target!r} in {path}; its columns are {header}.")
@@ -224,6 +230,14 @@ def load_csv(path, target):
 
 
 def _load_csv_stdlib(path, target):
+    try:
+        return _parse_csv_stdlib(path, target)
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise DataError(f"{path} cannot be read as a CSV file with a header row "
+                        f"({type(exc).__name__}: {exc}).") from None
+
+
+def _parse_csv_stdlib(path, target):
     with _open_text(path) as f:
         reader = csv.reader(f)
         try:
@@ -325,6 +339,8 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         and ``out`` (the path written, or None).
     """
     say = _printer(stdout)
+    if out is not None:
+        _check_writable(out)      # before the fit, not after it
     if model not in MODELS:
         raise DataError(f"model={model!r} is not one of {sorted(MODELS)}.")
     if not 0 <= test_size < 1:
@@ -460,6 +476,24 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
             out = str(out) + ".npz"   # numpy.savez appends the suffix
         say(f"Saved the draws and metadata to {out}")
     return dict(estimator=est, summary=table, metrics=metrics, converged=converged, out=out)
+
+
+def _check_writable(out):
+    """Fail now, naming ``--out``, when the draws could not be saved later."""
+    path = os.path.abspath(str(out) if str(out).endswith(".npz") else str(out) + ".npz")
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise DataError(f"--out {out} is a directory; give a file name such as "
+                        f"{os.path.join(str(out), 'draws.npz')}.")
+    if not os.path.isdir(folder):
+        raise DataError(f"--out {out}: the directory {folder} does not exist; create it "
+                        "or choose another path.")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".skbayes_sg-"):
+            pass
+    except OSError as exc:
+        raise DataError(f"--out {out}: cannot write to {folder} ({exc.strerror}); choose "
+                        "another path.") from None
 
 
 def _printer(stdout):

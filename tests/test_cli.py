@@ -227,6 +227,40 @@ def test_bad_csv_files_are_reported(tmp_path, capsys, monkeypatch, pandas):
     assert status == 2 and "absent.csv" in err
 
 
+@pytest.mark.parametrize("pandas", [True, False])
+def test_empty_and_binary_files_are_named(tmp_path, capsys, monkeypatch, pandas):
+    if not pandas:
+        monkeypatch.setitem(sys.modules, "pandas", None)
+    elif "pandas" not in sys.modules:
+        pytest.importorskip("pandas")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(bytes(range(256)) * 8)
+    for path in (empty, binary):
+        status, _, err = _run([path, "--target", "y", "--model", "logistic",
+                               "--out", tmp_path / "o"], capsys)
+        assert status == 2 and path.name in err, err
+    status, _, err = _run([binary, "--libsvm", "--model", "logistic",
+                           "--out", tmp_path / "o"], capsys)
+    assert status == 2 and "binary.csv" in err, err
+
+
+def test_unwritable_out_fails_before_the_fit(csv_classification, tmp_path, capsys,
+                                             monkeypatch):
+    path, _, _ = csv_classification
+    def fit(self, *args, **kwargs):
+        raise AssertionError("the fit ran before --out was checked")
+    monkeypatch.setattr(_cli_fit.SGMCMCLogisticRegression, "fit", fit)
+    status, _, err = _run([path, "--target", "label", "--model", "logistic",
+                           "--out", tmp_path / "no" / "such" / "dir" / "o"], capsys)
+    assert status == 2 and "--out" in err and "does not exist" in err
+    (tmp_path / "taken.npz").mkdir()
+    status, _, err = _run([path, "--target", "label", "--model", "logistic",
+                           "--out", tmp_path / "taken"], capsys)
+    assert status == 2 and "is a directory" in err
+
+
 def test_bad_settings_and_divergence_are_reported(csv_classification, tmp_path, capsys):
     path, _, _ = csv_classification
     status, _, err = _run([path, "--target", "label", "--model", "logistic", "--n-samples",
