@@ -948,6 +948,9 @@ class BaseSGMCMC(BaseEstimator):
         S = coef.shape[0] * coef.shape[1]
         return coef.reshape(S, coef.shape[2], coef.shape[3]), icpt.reshape(S, icpt.shape[2])
 
+    def _n_draws(self):
+        return int(np.prod(np.shape(self.intercept_samples_)[:2]))
+
     def _linear_predictor_draws(self, X):
         """Yield (rows slice, Z) with Z of shape (rows, n_draws, K), memory-bounded."""
         W, b = self._flat_draws()
@@ -1002,18 +1005,30 @@ class BaseSGMCMC(BaseEstimator):
         return check_convergence(self, rhat_threshold=rhat_threshold,
                                  min_ess_per_chain=min_ess_per_chain)
 
-    def to_inference_data(self):
+    def to_inference_data(self, X=None, y=None, *, posterior_predictive=False,
+                          random_state=None):
         """The draws as an ``arviz.InferenceData`` (needs the ``arviz`` extra).
 
         See :func:`skbayes_sg.diagnostics.to_inference_data`.
 
+        Parameters
+        ----------
+        X, y : array-like or None, default=None
+            Observations: with them the export holds ``log_likelihood``
+            (for ``az.loo``, ``az.waic``, ``az.compare``), ``observed_data``
+            and the log posterior ``lp`` in ``sample_stats``.
+        posterior_predictive : bool, default=False
+            Also draw ``y`` at ``X`` once per posterior draw (``az.plot_ppc``).
+        random_state : int, RandomState instance or None, default=None
+            For the posterior predictive draws.
+
         Returns
         -------
         idata : arviz.InferenceData
-            Posterior group with ``coef`` and ``intercept``.
         """
         from .diagnostics import to_inference_data
-        return to_inference_data(self)
+        return to_inference_data(self, X, y, posterior_predictive=posterior_predictive,
+                                 random_state=random_state)
 
     def _validate_X_predict(self, X):
         check_is_fitted(self, "coef_samples_")

@@ -437,3 +437,71 @@ def test_summary_block_equals_the_separate_statistics(shape):
                                     ess(d, "tail"), rhat(d)])
         got = _summary_block(d, q)
     np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12, equal_nan=True)
+
+
+def test_to_inference_data_log_likelihood_is_the_models_density():
+    """Every group, and the pointwise log likelihood against a direct
+    computation from the draws (binary, multinomial, ridge)."""
+    az = _arviz()
+    from scipy.special import log_softmax
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(120, 2))
+    quick = dict(n_samples=30, n_warmup=50, n_chains=2, random_state=0)
+    y_bin = np.array(["no", "yes"])[(X[:, 0] + rng.logistic(size=120) > 0).astype(int)]
+    y_mult = np.argmax(X @ [[1, -1, 0], [0, 1, -1]] + rng.gumbel(size=(120, 3)), axis=1)
+    y_reg = X[:, 0] - X[:, 1] + 0.5 * rng.normal(size=120)
+    for est, y in ((SGMCMCLogisticRegression(**quick), y_bin),
+                   (SGMCMCLogisticRegression(**quick), y_mult),
+                   (SGMCMCRidge(**quick), y_reg)):
+        est.fit(X, y)
+        idata = est.to_inference_data(X, y, posterior_predictive=True, random_state=0)
+        for group in ("posterior", "log_likelihood", "observed_data", "sample_stats",
+                      "posterior_predictive"):
+            assert group in idata.groups()
+        ll = idata.log_likelihood["y"].values
+        assert ll.shape == (2, 30, 120)
+        coef, icpt = est.coef_samples_, est.intercept_samples_
+        if isinstance(est, SGMCMCRidge):
+            z = np.einsum("csd,nd->csn", coef, X) + icpt[..., None]
+            expected = -0.5 * (np.log(2 * np.pi * est.noise_var_)
+                               + (y - z) ** 2 / est.noise_var_)
+        elif coef.ndim == 3:
+            z = np.einsum("csd,nd->csn", coef, X) + icpt[..., None]
+            expected = np.where(y == "yes", -np.logaddexp(0, -z), -np.logaddexp(0, z))
+        else:
+            z = np.einsum("cskd,nd->csnk", coef, X) + icpt[:, :, None, :]
+            expected = np.take_along_axis(log_softmax(z, axis=3),
+                                          np.broadcast_to(y[None, None, :, None],
+                                                          z.shape[:3] + (1,)), axis=3)[..., 0]
+        np.testing.assert_allclose(ll, expected, rtol=1e-10, atol=1e-12)
+        np.testing.assert_array_equal(idata.observed_data["y"].values, y)
+        pred = idata.posterior_predictive["y"].values
+        assert pred.shape == (2, 30, 120)
+        if not isinstance(est, SGMCMCRidge):
+            assert set(np.unique(pred)) <= set(np.unique(y))
+        stats = idata.sample_stats
+        assert not stats["diverging"].values.any()
+        np.testing.assert_allclose(stats["step_size"].values, est.step_size_)
+        prior = -0.5 * est.alpha_ * (np.square(coef).reshape(2, 30, -1).sum(-1)
+                                    + np.square(icpt).reshape(2, 30, -1).sum(-1))
+        np.testing.assert_allclose(stats["lp"].values, ll.sum(-1) + prior, rtol=1e-10)
+        assert np.isfinite(az.loo(idata).elpd_loo)
+    with pytest.raises(ValueError, match="both X and y"):
+        est.to_inference_data(X)
+
+
+def test_az_compare_ranks_the_right_model_first():
+    """Simulated logistic data that depend on x0 and x1: the model that sees
+    them beats the one that sees only the noise column x2, by more than two
+    standard errors of the elpd difference."""
+    az = _arviz()
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 3))
+    y = (1.5 * X[:, 0] - X[:, 1] + rng.logistic(size=400) > 0).astype(int)
+    right = SGMCMCLogisticRegression(random_state=0).fit(X, y)
+    wrong = SGMCMCLogisticRegression(random_state=0).fit(X[:, 2:], y)
+    table = az.compare({"right": right.to_inference_data(X, y),
+                        "wrong": wrong.to_inference_data(X[:, 2:], y)})
+    assert table.index[0] == "right"
+    assert table.loc["wrong", "elpd_diff"] > 2.0 * table.loc["wrong", "dse"]
+    assert np.isfinite(table.loc["right", "elpd_loo"])

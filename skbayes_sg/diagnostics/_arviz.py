@@ -22,13 +22,29 @@ def _import_arviz():
     return arviz
 
 
-def to_inference_data(estimator, *, names=None):
+def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predictive=False,
+                      random_state=None):
     """The posterior draws of a fitted estimator as an ``arviz.InferenceData``.
 
     Parameters
     ----------
     estimator : fitted SG-MCMC estimator or Pipeline ending with one
-        Anything with ``coef_samples_`` and ``intercept_samples_``.
+        Anything with ``coef_samples_`` and ``intercept_samples_``.  For a
+        pipeline, ``X`` goes through its steps before the final estimator.
+    X : {array-like, sparse matrix} of shape (n_obs, n_features) or None
+        Observations.  With ``y``: the ``log_likelihood`` group (``y``,
+        dims ``(chain, draw, obs)``: ``log p(y_i | x_i, theta)`` per
+        observation and draw, what ``az.loo``, ``az.waic`` and
+        ``az.compare`` read), ``observed_data`` and ``lp`` in
+        ``sample_stats``.  It costs ``n_obs x n_draws`` doubles.
+    y : array-like of shape (n_obs,) or None
+        Their targets (class labels for a classifier).
+    posterior_predictive : bool, default=False
+        Add the ``posterior_predictive`` group: one ``y`` per observation
+        and posterior draw, drawn from the model (for ``az.plot_ppc``);
+        needs ``X``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the posterior predictive draws.
     names : sequence of str or None, default=None
         Feature names for the ``coef_dim`` coordinate; by default
         ``feature_names_in_`` when the estimator was fitted on named columns,
@@ -49,6 +65,10 @@ def to_inference_data(estimator, *, names=None):
         (``classes_``).  The attributes of the posterior group record the
         sampler, the subsampling scheme, ``step_size_``, ``n_grad_evals_``
         and ``sampling_time_`` (``sampling_time`` is the name ArviZ uses).
+        ``sample_stats`` holds ``step_size`` and ``diverging`` per draw
+        (always False: a fit whose chain diverged raises instead of
+        returning draws) and, with ``X`` and ``y``, ``lp``, the log
+        posterior density of every draw up to a constant.
 
     Raises
     ------
@@ -107,4 +127,50 @@ def to_inference_data(estimator, *, names=None):
                       ("sampling_time_", "sampling_time")):
         if hasattr(estimator, key):
             attrs[name] = getattr(estimator, key)
-    return az.from_dict(posterior=posterior, coords=coords, dims=dims, posterior_attrs=attrs)
+    chains, draws = np.shape(estimator.intercept_samples_)[:2]
+    sample_stats = {"diverging": np.zeros((chains, draws), dtype=bool)}
+    if hasattr(estimator, "step_size_"):
+        sample_stats["step_size"] = np.full((chains, draws), float(estimator.step_size_))
+    groups = {}
+    if (X is None) != (y is None) or (posterior_predictive and X is None):
+        raise ValueError("to_inference_data needs both X and y (the observations) for the "
+                         "log likelihood, and X for posterior_predictive=True; pass them "
+                         "together.")
+    if X is not None:
+        model, X = _final_estimator_and_features(estimator, X)
+        if not hasattr(model, "_log_likelihood_draws"):
+            raise ValueError(f"{type(model).__name__} has no pointwise log likelihood; call "
+                             "to_inference_data without X and y.")
+        y = np.asarray(y).ravel()
+        loglik = model._log_likelihood_draws(X, y).T.reshape(chains, draws, -1)
+        groups["log_likelihood"] = {"y": loglik}
+        groups["observed_data"] = {"y": y}
+        dims["y"] = ["obs"]
+        coords["obs"] = np.arange(y.shape[0])
+        sample_stats["lp"] = loglik.sum(axis=2) + _log_prior(model, posterior)
+        if posterior_predictive:
+            from sklearn.utils import check_random_state
+            pred = model._predictive_draws(X, check_random_state(random_state))
+            groups["posterior_predictive"] = {"y": pred.T.reshape(chains, draws, -1)}
+    return az.from_dict(posterior=posterior, sample_stats=sample_stats, coords=coords,
+                        dims=dims, posterior_attrs=attrs, **groups)
+
+
+def _final_estimator_and_features(estimator, X):
+    """The last step of a pipeline and ``X`` transformed by the others."""
+    if hasattr(estimator, "steps"):
+        for _, step in estimator.steps[:-1]:
+            if step is not None and step != "passthrough":
+                X = step.transform(X)
+        return estimator.steps[-1][1], X
+    return estimator, X
+
+
+def _log_prior(estimator, posterior):
+    """``log N(theta | 0, alpha^-1 I)`` per draw, up to a constant."""
+    alpha = float(getattr(estimator, "alpha_", getattr(estimator, "alpha", 1.0)))
+    chains, draws = posterior["coef"].shape[:2]
+    sq = np.square(posterior["coef"]).reshape(chains, draws, -1).sum(axis=2)
+    if "intercept" in posterior:
+        sq = sq + np.square(posterior["intercept"]).reshape(chains, draws, -1).sum(axis=2)
+    return -0.5 * alpha * sq

@@ -333,6 +333,41 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
                 out[rows] = softmax(Z, axis=2).mean(axis=1)
         return out
 
+    def _log_likelihood_draws(self, X, y):
+        """``log p(y_i | x_i, theta_s)``, shape (n_samples, n_draws)."""
+        X = self._validate_X_predict(X)
+        y = np.asarray(y).ravel()
+        index = np.searchsorted(self.classes_, y)
+        index = np.clip(index, 0, len(self.classes_) - 1)
+        if y.shape[0] != X.shape[0] or not np.array_equal(self.classes_[index], y):
+            raise ValueError(
+                f"y must hold {X.shape[0]} labels among classes_ "
+                f"{self.classes_.tolist()}; pass the labels of the rows of X.")
+        out = np.empty((X.shape[0], self._n_draws()))
+        for rows, Z in self._linear_predictor_draws(X):
+            if Z.shape[2] == 1:  # log p(1) = -log(1 + e^-z), log p(0) = -log(1 + e^z)
+                z = Z[:, :, 0]
+                out[rows] = -np.logaddexp(0.0, np.where(index[rows, None] == 1, -z, z))
+            else:
+                logp = log_softmax(Z, axis=2)
+                out[rows] = np.take_along_axis(
+                    logp, np.broadcast_to(index[rows, None, None], logp.shape[:2] + (1,)),
+                    axis=2)[:, :, 0]
+        return out
+
+    def _predictive_draws(self, X, rng):
+        """One label per row and draw from ``p(y | x, theta_s)``: (n_samples, n_draws)."""
+        X = self._validate_X_predict(X)
+        out = np.empty((X.shape[0], self._n_draws()), dtype=np.intp)
+        for rows, Z in self._linear_predictor_draws(X):
+            if Z.shape[2] == 1:
+                out[rows] = rng.random_sample(Z.shape[:2]) < expit(Z[:, :, 0])
+            else:
+                cum = np.cumsum(softmax(Z, axis=2), axis=2)
+                u = rng.random_sample(Z.shape[:2] + (1,))
+                out[rows] = np.minimum((u > cum).sum(axis=2), Z.shape[2] - 1)
+        return self.classes_[out]
+
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba`, computed stably.
 
