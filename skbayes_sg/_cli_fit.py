@@ -140,8 +140,9 @@ def add_arguments(parser):
                              "it (default: one)")
     parser.add_argument("--verbose", action="store_true",
                         help="print the progress of every chain")
-    parser.add_argument("--out", required=True, metavar="PATH",
-                        help="where to save the draws and metadata (.npz)")
+    parser.add_argument("--out", default=None, metavar="PATH",
+                        help="where to save the draws and metadata (.npz); without it "
+                             "the report is printed and nothing is saved")
 
 
 def run(args):

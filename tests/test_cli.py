@@ -302,3 +302,11 @@ def test_python_m_skbayes_sg_fit(csv_classification, tmp_path, capsys):
     assert __main__.main(["fit", str(path), "--target", "label", "--model", "logistic",
                           "--out", str(tmp_path / "m.npz"), *SHORT]) == 0
     assert "Held-out: accuracy" in capsys.readouterr().out
+
+
+def test_out_is_optional(csv_classification, tmp_path, capsys, monkeypatch):
+    path, _, _ = csv_classification
+    monkeypatch.chdir(tmp_path)
+    status, out, _ = _run([path, "--target", "label", "--model", "logistic", *SHORT], capsys)
+    assert status == 0 and "Posterior summary" in out and "Saved" not in out
+    assert not list(tmp_path.glob("*.npz"))

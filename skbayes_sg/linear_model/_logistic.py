@@ -333,6 +333,58 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
                 out[rows] = softmax(Z, axis=2).mean(axis=1)
         return out
 
+    def predict_proba_quantiles(self, X, quantiles=(0.05, 0.5, 0.95)):
+        """Posterior quantiles of the class probabilities, per row.
+
+        ``predict_proba`` averages ``p(y | x, theta_s)`` over the draws (the
+        Bayesian model average); this returns how uncertain that probability
+        is: the quantiles of ``p(y = k | x, theta)`` over the posterior draws.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        quantiles : sequence of float in [0, 1], default=(0.05, 0.5, 0.95)
+
+        Returns
+        -------
+        proba_quantiles : ndarray of shape (n_quantiles, n_samples, n_classes)
+        """
+        q = np.asarray(quantiles, dtype=np.float64).ravel()
+        if q.size == 0 or np.any(~np.isfinite(q)) or np.any((q < 0) | (q > 1)):
+            raise ValueError(f"quantiles must be numbers in [0, 1]; got {quantiles!r}.")
+        X = self._validate_X_predict(X)
+        out = np.empty((q.size, X.shape[0], len(self.classes_)))
+        for rows, Z in self._linear_predictor_draws(X):
+            if Z.shape[2] == 1:
+                P = expit(Z[:, :, 0])                                  # (rows, S)
+                p1 = np.quantile(P, q, axis=1)                         # (q, rows)
+                out[:, rows, 1] = p1
+                # the quantiles of 1 - p are 1 - the mirrored quantiles of p
+                out[:, rows, 0] = 1.0 - np.quantile(P, 1.0 - q, axis=1)
+            else:
+                out[:, rows] = np.quantile(softmax(Z, axis=2), q, axis=1)
+        return out
+
+    def predict_proba_interval(self, X, level=0.9):
+        """Equal-tailed credible interval of the class probabilities, per row.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        level : float in (0, 1), default=0.9
+            Posterior probability inside the interval.
+
+        Returns
+        -------
+        lower, upper : ndarray of shape (n_samples, n_classes)
+            The ``(1 - level) / 2`` and ``(1 + level) / 2`` posterior
+            quantiles of ``p(y = k | x, theta)``.
+        """
+        if not (isinstance(level, (int, float, np.floating)) and 0.0 < level < 1.0):
+            raise ValueError(f"level must be a number in (0, 1), e.g. 0.9; got {level!r}.")
+        lower, upper = self.predict_proba_quantiles(X, ((1 - level) / 2, (1 + level) / 2))
+        return lower, upper
+
     def _log_likelihood_draws(self, X, y):
         """``log p(y_i | x_i, theta_s)``, shape (n_samples, n_draws)."""
         X = self._validate_X_predict(X)
