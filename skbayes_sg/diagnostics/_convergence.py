@@ -52,7 +52,7 @@ MIN_ESS_PER_CHAIN = 100
 # elements of the (chains, 2 * draws, parameters) FFT work array held at once
 _BLOCK_ELEMENTS = 2 ** 22
 # draws of one block of summary(): a dozen work arrays of this size per thread
-_SUMMARY_BLOCK_ELEMENTS = 2 ** 20
+_SUMMARY_BLOCK_ELEMENTS = 2 ** 19
 _MIN_DRAWS = 4
 
 
@@ -117,6 +117,51 @@ def _average_ranks(x):
     last = np.minimum.accumulate(np.where(ends, positions, np.inf)[:, ::-1], axis=1)[:, ::-1]
     np.put_along_axis(ranks, order, 0.5 * (first + last), axis=1)
     return ranks
+
+
+def _normal_scores_from_sorted(srt, order):
+    """Rank-normalised (Blom) scores in the original positions, given each
+    row sorted and its sorting permutation: ``ndtri((r - 3/8) / (N + 1/4))``
+    of the average ranks.  Without ties the sorted scores are one vector for
+    every row; ties (rare, but the folded draws always tie at the median)
+    are averaged run by run where they occur."""
+    P, N = srt.shape
+    positions = np.arange(1.0, N + 1.0)
+    scores = np.empty((P, N))
+    scores[:] = ndtri((positions - 0.375) / (N + 0.25))
+    rows, cols = np.nonzero(srt[:, 1:] == srt[:, :-1])   # ties of k and k + 1
+    if rows.size:
+        new_run = np.ones(rows.size, dtype=bool)
+        new_run[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1] + 1)
+        run = np.cumsum(new_run) - 1
+        first = cols[new_run]                               # per run: first tied k
+        last = np.zeros(first.size, dtype=cols.dtype)
+        np.maximum.at(last, run, cols + 1)                  # ... and the last one
+        average = 0.5 * ((first + 1.0) + (last + 1.0))      # 1-based average rank
+        tied = ndtri((average - 0.375) / (N + 0.25))[run]
+        scores[rows, cols] = tied
+        scores[rows, cols + 1] = tied
+    out = np.empty((P, N))
+    np.put_along_axis(out, order, scores, axis=1)
+    return out
+
+
+def _folded_sorted(srt, order, median):
+    """``|x - median|`` sorted, and its sorting permutation, from the sorted
+    rows of ``x`` (an
+    even number of draws, ``median`` their type-7 median): the first half of
+    each sorted row lies at or below the median and the second at or above,
+    so the folded values are two ascending runs (the first half reversed,
+    then the second half), which a stable sort merges in linear time."""
+    P, N = srt.shape
+    half = N // 2
+    folded = np.abs(srt - median[:, None])
+    runs = np.concatenate([folded[:, half - 1::-1], folded[:, half:]], axis=1)
+    merge = np.argsort(runs, axis=1, kind="stable")
+    # runs position -> sorted position -> original position
+    to_sorted = np.concatenate([np.arange(half - 1, -1, -1), np.arange(half, N)])
+    to_original = np.take_along_axis(order, to_sorted[merge], axis=1)
+    return np.take_along_axis(runs, merge, axis=1), to_original
 
 
 def _z_scale(a):
@@ -410,6 +455,47 @@ def _parameter_draws(estimator, names=None):
     return draws, labels
 
 
+def _parameter_reader(estimator, names=None):
+    """Like :func:`_parameter_draws` without the copy: ``(n_chains,
+    n_samples, n_params)``, the labels, and ``read(start, stop)`` that
+    gathers parameters ``start:stop`` (same order) from the stored draws."""
+    coef = np.asarray(estimator.coef_samples_)
+    icpt = np.asarray(estimator.intercept_samples_)
+    if coef.ndim == 3:
+        coef, icpt = coef[:, :, None, :], icpt[:, :, None]
+    n_chains, n_samples, K, d = coef.shape
+    fit_intercept = bool(getattr(estimator, "fit_intercept", True))
+    labels = _parameter_labels(estimator, names, d, fit_intercept, multi=K > 1 or
+                               np.ndim(estimator.coef_samples_) == 4)
+    per_output = d + int(fit_intercept)
+
+    def read(start, stop):
+        index = np.arange(start, stop)
+        output, j = np.divmod(index, per_output)
+        is_coef = j < d
+        out = np.empty((n_chains, n_samples, index.size))
+        out[:, :, is_coef] = coef[:, :, output[is_coef], j[is_coef]]
+        if not np.all(is_coef):
+            out[:, :, ~is_coef] = icpt[:, :, output[~is_coef]]
+        return out
+    return (n_chains, n_samples, K * per_output), labels, read
+
+
+def _parameter_labels(estimator, names, d, fit_intercept, multi):
+    if names is None:
+        names = getattr(estimator, "feature_names_in_", None)
+        if names is None:
+            names = [f"x{j}" for j in range(d)]
+    names = [str(v) for v in names]
+    if len(names) != d:
+        raise ValueError(f"names has {len(names)} entries; the estimator has {d} "
+                         "coefficients per output.")
+    own = names + (["intercept"] if fit_intercept else [])
+    if multi:
+        return [f"{name}[{cls}]" for cls in estimator.classes_ for name in own]
+    return own
+
+
 class SummaryTable:
     """A small read-only table (the result of :func:`summary` without pandas).
 
@@ -533,8 +619,7 @@ def summary(estimator, quantiles=(0.05, 0.5, 0.95), names=None):
     quantiles = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
     if quantiles.ndim != 1 or np.any((quantiles < 0) | (quantiles > 1)):
         raise ValueError(f"quantiles must be numbers in [0, 1]; got {quantiles.tolist()}.")
-    draws, labels = _parameter_draws(estimator, names)
-    n_chains, n_samples, n_params = draws.shape
+    (n_chains, n_samples, n_params), labels, read = _parameter_reader(estimator, names)
     columns = ["mean", "sd"] + [_quantile_label(q) for q in quantiles] + [
         "ess_bulk", "ess_tail", "r_hat"]
     values = np.empty((n_params, len(columns)))
@@ -545,8 +630,8 @@ def summary(estimator, quantiles=(0.05, 0.5, 0.95), names=None):
     starts = range(0, n_params, block)
 
     def fill(start):
-        values[start:start + block] = _summary_block(draws[:, :, start:start + block],
-                                                     quantiles)
+        stop = min(start + block, n_params)
+        values[start:stop] = _summary_block(read(start, stop), quantiles)
     if len(starts) > 1:
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
@@ -589,22 +674,21 @@ def _summary_block(part, quantiles):
     order = np.argsort(flat, axis=1)
     srt = np.take_along_axis(flat, order, axis=1)
     N = m * n
-    if np.any(srt[:, 1:] == srt[:, :-1]):   # ties: average ranks
-        ranks = _average_ranks(flat)
-    else:
-        ranks = np.empty((p, N))
-        np.put_along_axis(ranks, order, np.broadcast_to(np.arange(1.0, N + 1.0), (p, N)),
-                          axis=1)
-    z = _split_chains(ndtri((ranks - 0.375) / (N + 0.25)).reshape(p, m, n))
+    z = _split_chains(_normal_scores_from_sorted(srt, order).reshape(p, m, n))
     ess_bulk = _ess_basic(z)
     median = _type7(srt, 0.5)
-    split = _split_chains(a)
+    # the folded draws' ranks from the same sort (n even: the split keeps
+    # every draw, and ranks over the pooled draws do not depend on the order)
+    z_folded = _split_chains(
+        _normal_scores_from_sorted(*_folded_sorted(srt, order, median)).reshape(p, m, n))
     with np.errstate(invalid="ignore", divide="ignore"):
-        rhat = np.maximum(_rhat_basic(z),
-                          _rhat_basic(_z_scale(np.abs(split - median[:, None, None]))))
+        rhat = np.maximum(_rhat_basic(z), _rhat_basic(z_folded))
+    split = _split_chains(a)
     q05, q95 = _type7(srt, 0.05), _type7(srt, 0.95)
-    ind = np.concatenate([(split <= q05[:, None, None]), (split <= q95[:, None, None])])
-    tail = _ess_basic(ind.astype(np.float64))
+    ind = np.empty((2 * p,) + split.shape[1:])
+    np.less_equal(split, q05[:, None, None], out=ind[:p], casting="unsafe")
+    np.less_equal(split, q95[:, None, None], out=ind[p:], casting="unsafe")
+    tail = _ess_basic(ind)
     ess_tail = np.minimum(tail[:p], tail[p:])
     const = np.ptp(flat, axis=1) < np.finfo(np.float64).resolution
     rhat[const] = np.nan
