@@ -19,12 +19,12 @@ a9a.t.gz; labels ±1 -> 0/1), with the public estimators:
 - mean ± sd over 10 seeds (random_state).
 
 Step sizes: the EWSG paper's SGHMC/EWSG h enters exactly as in the library
-(its eq. 3 = ALGORITHMS.md's SGHMC), so they are used as given; for SGLD and
-pSGLD its convention is not stated in the text (its appendix F is missing), so
-the values are used as the library's h.  Because a9a is not covertype, each
-method is also tuned on a grid h_paper x {0.1, 0.3, 1, 3, 10} by validation
-log-likelihood (80/20 split of the training set, 3 seeds), and both rows
-are reported.
+(its eq. 3 = the SGHMC of the formula sheet, doc/algorithms.rst), so they are
+used as given; for SGLD and pSGLD its convention is not stated in the text (its
+appendix F is missing), so the values are used as the library's h.  Because
+a9a is not covertype, each method is also tuned on a grid
+h_paper x {0.1, 0.3, 1, 3, 10} by validation log-likelihood (80/20 split of
+the training set, 3 seeds), and both rows are reported.
 
 pSGLD note: the library starts pSGLD's accumulator at E[gbar²] at the start
 point, which costs two set-up data passes counted in n_grad_evals_ (the

@@ -293,10 +293,11 @@ def test_reproducible_and_seed_dependent(sampler, subsampling):
 @pytest.mark.parametrize("sampler", ["sgld", "sghmc", "psgld"])
 def test_ewsg_energy_is_the_whitened_norm(sampler):
     """The EWSG weight exponent ``1/2 ||x + w||^2`` of a candidate
-    ``g = c buf + alpha theta``, written from ALGORITHMS.md: SGLD
-    ``h/(4T) ||g||^2``, SGHMC ``h/(4 gamma T) ||g + gamma r||^2``, pSGLD
-    ``h/(4T) sum g^2 / D`` with ``D = lambda + sqrt(V)``; the runner expands
-    the first two into dot products."""
+    ``g = c buf + alpha theta``, written from the formula sheet
+    (doc/algorithms.rst, "EWSG"): SGLD ``h/(4T) ||g||^2``, SGHMC
+    ``h/(4 gamma T) ||g + gamma r||^2``, pSGLD ``h/(4T) sum g^2 / D`` with
+    ``D = lambda + sqrt(V)``; the runner expands the first two into dot
+    products."""
     X, y = _small_data()
     params = dict(sampler=sampler, subsampling="ewsg", step_size=1e-3, batch_size=16,
                   alpha=0.7, temperature=1.3, friction=2.5, ewsg_chain_length=1,

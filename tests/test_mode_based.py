@@ -1,6 +1,6 @@
 """Mode-based gradient estimators: SGLD-CV, SGLD-PS, SGLD-CV-PS and the
-adaptive-size ASGLD-CV / ASGLD-CV-PS (preferential-subsampling paper,
-ALGORITHMS.md "Gradient estimators").
+adaptive-size ASGLD-CV / ASGLD-CV-PS (preferential-subsampling paper; the
+formula sheet, doc/algorithms.rst, "Gradient estimators").
 
 What is checked, and against what:
 

@@ -200,7 +200,8 @@ def test_bad_arguments():
 
 
 # ---------------------------------------------------------------------------
-# fused kernels == their formulas (ALGORITHMS.md), with the same noise
+# fused kernels == their formulas (the formula sheet, doc/algorithms.rst),
+# with the same noise
 # ---------------------------------------------------------------------------
 def _arrays(n, dtype, seed):
     rng = np.random.default_rng(seed)

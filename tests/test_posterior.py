@@ -288,8 +288,8 @@ PSGLD_BIAS_ALLOW = 0.20
 
 
 def _psgld_numpy(X, y, h, n_steps, n_warm, n_chains, batch_size, seed, thin):
-    """Independent pSGLD (ALGORITHMS.md, a = 0.99, lambda = 1e-5, Gamma
-    dropped) on Bayesian ridge, vectorised over chains."""
+    """Independent pSGLD (the formula sheet, doc/algorithms.rst: a = 0.99,
+    lambda = 1e-5, Gamma dropped) on Bayesian ridge, vectorised over chains."""
     Xe = ref.add_ones(X)
     n, p = Xe.shape
     mean, cov, P = ref.ridge_posterior(X, y, ALPHA, NOISE_VAR)

@@ -1,8 +1,8 @@
 """Snapshot (aggregated-gradient) estimators: SVRG-LD, SAGA-LD and TMU.
 
 ``subsampling`` in {"svrg" (PTU), "saga" (PPU), "tmu"} times ``access`` in
-{"random" (RA), "reshuffle" (RR), "cyclic" (CA)}; ALGORITHMS.md, "Snapshot /
-aggregated gradients (AGLD)".  What is checked:
+{"random" (RA), "reshuffle" (RR), "cyclic" (CA)}; the formula sheet,
+doc/algorithms.rst, "Snapshot / aggregated gradients (AGLD)".  What is checked:
 
 * Unbiasedness (random access) by exact finite sums: the estimate
   ``A + (n/b) sum_{j in S} (grad U_j(theta) - alpha_j)`` is evaluated for every
@@ -395,8 +395,9 @@ def _step_map(Xe, R, ry, alpha, h, S, method, refresh):
     The state is s = (theta, a): a the table residuals (SAGA, TMU) or the
     snapshot theta_tilde (SVRG).  ``refresh``: a full refresh at theta
     before the estimate (what ``begin_step`` does at multiples of the
-    period).  r(theta) = R theta - ry; ALGORITHMS.md's estimate; the visited
-    entries are set to r_j(theta) after the step's estimate (commit).
+    period).  r(theta) = R theta - ry; the estimate of the formula sheet
+    (doc/algorithms.rst); the visited entries are set to r_j(theta) after the
+    step's estimate (commit).
     """
     n, p = Xe.shape
     w = n / len(S)
@@ -589,8 +590,9 @@ SHARP_H = 0.3
 def test_ridge_matches_exact_stationary_moments(method, access):
     """n = 12 rows, b = 2 (m = 6 steps per pass; random access repeats an
     index in 1 step out of 12): the engine's mean and covariance equal the
-    exact stationary moments of the algorithm as specified (ALGORITHMS.md)
-    within Z Monte Carlo standard errors, with no allowance."""
+    exact stationary moments of the algorithm as specified (the formula
+    sheet, doc/algorithms.rst) within Z Monte Carlo standard errors, with no
+    allowance."""
     X, y = _tiny_ridge()
     b = 2
     post_mean, post_cov, P = ref.ridge_posterior(X, y, 1.0, 1.0)

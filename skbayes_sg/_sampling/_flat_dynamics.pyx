@@ -5,9 +5,9 @@ on the CPU its step goes through these kernels (``flat_dynamics_kernel.h``):
 one sweep that forms ``g = c * buf + alpha * theta``, draws the noise from a
 :class:`~skbayes_sg._sampling._normal_stream.NormalStream` and updates the
 state, instead of five to nine torch sweeps over the parameters. The
-formulas are those of ALGORITHMS.md (SGLD, pSGLD with ``Gamma`` dropped,
-SGHMC Euler-Maruyama); the GPU path writes the same formulas with torch
-operations.
+formulas are those of the formula sheet, doc/algorithms.rst (SGLD, pSGLD
+with ``Gamma`` dropped, SGHMC Euler-Maruyama); the GPU path writes the same
+formulas with torch operations.
 
 Every function takes 1-D C-contiguous arrays of one dtype (float32 or
 float64) and the same length, updates them in place without the GIL, and

@@ -2,7 +2,8 @@
 
 These are used once per fit (mode finding, step-size selection, Laplace
 pieces, per-datum Lipschitz constants) and by tests as the independent
-reference of the inline Cython residuals.  Notation follows ALGORITHMS.md:
+reference of the inline Cython residuals.  Notation follows the formula
+sheet, doc/algorithms.rst:
 ``U(theta) = alpha/2 ||theta||^2 + sum_i U_i(theta)``, ``U_i = phi(z_i, y_i)``.
 """
 from dataclasses import dataclass

@@ -18,7 +18,8 @@ from . import _dynamics, _estimators
 
 # Fraction of the stability/variance limit the automatic step sizes use:
 # with it the stationary variance of a Gaussian target is inflated by
-# about 5-10% in its stiffest direction (ALGORITHMS.md's SGLD analysis).
+# about 5-10% in its stiffest direction (the analysis in ``_auto_sgld`` below,
+# of the SGLD step of the formula sheet, doc/algorithms.rst).
 AUTO_STEP_FRACTION = 0.1
 
 

@@ -28,7 +28,8 @@ import torch
 from .._sampling import _flat_dynamics as flat_dynamics
 from .._sampling._normal_stream import NormalStream
 
-# pSGLD constants (ALGORITHMS.md): RMSprop decay ``a`` and regulariser ``lambda``.
+# pSGLD constants (the formula sheet, doc/algorithms.rst): RMSprop decay ``a`` and
+# regulariser ``lambda``.
 PSGLD_DECAY = 0.99
 PSGLD_EPS = 1e-5
 
@@ -486,7 +487,8 @@ class ChainRunner:
 
     def _ewsg_energy_fn(self, theta):
         """``E(buf, c) = 1/2 ||x + w||^2`` of a candidate ``c * buf + alpha * theta``
-        for the dynamics in use (ALGORITHMS.md), at the current state.
+        for the dynamics in use (the formula sheet, doc/algorithms.rst, "EWSG"),
+        at the current state.
 
         SGLD (``c = h``, ``s = sqrt(2hT)``, ``x = 0``) and SGHMC (``c = h``,
         ``s = sigma sqrt(h)``, ``x = sqrt(h) gamma r / sigma``) need
