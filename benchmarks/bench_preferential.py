@@ -4,7 +4,7 @@
 Protocol (the paper's section 5.3.2):
 
 - minibatch size 0.1% of the training rows, ten chains per method, all
-  started at the posterior mode (``init="mode"``, found once by L-BFGS),
+  started at the posterior mode (``init="mode"``, found once by Newton's method),
   one common fixed step size for every method (the paper's Table 1 is lost in
   the extracted text; the value used is printed);
 - a budget of 10 data passes per chain, counted in per-datum gradient
