@@ -439,7 +439,19 @@ class BaseSGMCMC(BaseEstimator):
         ``mu`` has the stationary variance ``(2 + h mu v) / (2 - h mu)``:
         the relative error ``k (1 + v) / (2 - k)`` with ``k = h mu_max``
         (unstable for ``k >= 2``).
+
+        A diagnostic after the draws, like ESS: its passes (the mode if not
+        yet found, a Hessian, the row noise: a few passes) are not counted in
+        ``n_grad_evals_``, and nothing it computes reaches the chains.
         """
+        counted, cache = ctx.n_grad_evals, dict(ctx._cache)
+        options = dict(ctx.options)
+        try:
+            self._predict_identity_step_error(ctx, setup, pool)
+        finally:
+            ctx.n_grad_evals, ctx._cache, ctx.options = counted, cache, options
+
+    def _predict_identity_step_error(self, ctx, setup, pool):
         T = float(self.temperature)
         center, factor = ctx.laplace_metric("dense", T)
         H = ctx._hessian_at(center)

@@ -185,7 +185,7 @@ def _relaxation(P, V, n, sampler, kw, T=1.0):
 
 
 # ------------------------------------------------------------------ ridge
-N_RIDGE, B_RIDGE, ALPHA, NOISE_VAR = 100, 25, 1.0, 0.5   # noise_var != 1 (issue 16)
+N_RIDGE, B_RIDGE, ALPHA, NOISE_VAR = 100, 25, 1.0, 0.8   # noise_var != 1 (issue 16)
 
 
 @pytest.fixture(scope="module")
