@@ -5,7 +5,7 @@ ArviZ is imported when :func:`to_inference_data` is called, never when
 """
 import numpy as np
 
-from ._convergence import _final_estimator
+from ._convergence import _feature_names, _final_estimator
 
 __all__ = ["to_inference_data"]
 
@@ -91,14 +91,7 @@ def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predic
     estimator = _final_estimator(estimator)
     coef = np.asarray(estimator.coef_samples_)
     d = coef.shape[-1]
-    if names is None:
-        names = getattr(estimator, "feature_names_in_", None)
-        if names is None:
-            names = [f"x{j}" for j in range(d)]
-    names = [str(v) for v in names]
-    if len(names) != d:
-        raise ValueError(f"names has {len(names)} entries; the estimator has {d} "
-                         "coefficients per output.")
+    names = _feature_names(estimator, names, d)
 
     posterior = {"coef": coef}
     coords = {"coef_dim": names}

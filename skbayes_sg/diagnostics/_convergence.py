@@ -430,29 +430,8 @@ def _parameter_draws(estimator, names=None):
 
     Order: for every output (class), its coefficients then its intercept.
     """
-    coef = np.asarray(estimator.coef_samples_)
-    icpt = np.asarray(estimator.intercept_samples_)
-    multi = coef.ndim == 4
-    if not multi:
-        coef, icpt = coef[:, :, None, :], icpt[:, :, None]
-    n_chains, n_samples, K, d = coef.shape
-    if names is None:
-        names = getattr(estimator, "feature_names_in_", None)
-        if names is None:
-            names = [f"x{j}" for j in range(d)]
-    names = [str(v) for v in names]
-    if len(names) != d:
-        raise ValueError(f"names has {len(names)} entries; the estimator has {d} "
-                         "coefficients per output.")
-    fit_intercept = bool(getattr(estimator, "fit_intercept", True))
-    parts = [coef, icpt[..., None]] if fit_intercept else [coef]
-    draws = np.concatenate(parts, axis=3).reshape(n_chains, n_samples, -1)
-    own = names + (["intercept"] if fit_intercept else [])
-    if multi:
-        labels = [f"{name}[{cls}]" for cls in estimator.classes_ for name in own]
-    else:
-        labels = own
-    return draws, labels
+    (_, _, n_params), labels, read = _parameter_reader(estimator, names)
+    return read(0, n_params), labels
 
 
 def _parameter_reader(estimator, names=None):
@@ -481,7 +460,8 @@ def _parameter_reader(estimator, names=None):
     return (n_chains, n_samples, K * per_output), labels, read
 
 
-def _parameter_labels(estimator, names, d, fit_intercept, multi):
+def _feature_names(estimator, names, d):
+    """``names``, else ``feature_names_in_``, else ``x0, x1, ...`` (checked: d of them)."""
     if names is None:
         names = getattr(estimator, "feature_names_in_", None)
         if names is None:
@@ -490,7 +470,11 @@ def _parameter_labels(estimator, names, d, fit_intercept, multi):
     if len(names) != d:
         raise ValueError(f"names has {len(names)} entries; the estimator has {d} "
                          "coefficients per output.")
-    own = names + (["intercept"] if fit_intercept else [])
+    return names
+
+
+def _parameter_labels(estimator, names, d, fit_intercept, multi):
+    own = _feature_names(estimator, names, d) + (["intercept"] if fit_intercept else [])
     if multi:
         return [f"{name}[{cls}]" for cls in estimator.classes_ for name in own]
     return own
