@@ -15,8 +15,11 @@ the command prints
   (logistic), or RMSE of the posterior mean and mean log predictive density
   (ridge);
 
-and saves the draws with their metadata to an ``.npz`` file (``--out``),
-readable with ``numpy.load(path)`` (no pickling):
+and saves the draws with their metadata (``--out``): a path ending in ``.nc``
+gets ``est.to_inference_data(X_train, y_train)`` as netCDF (ArviZ, with the
+log likelihood of the training rows; needs ArviZ and h5netcdf or netCDF4),
+any other path an ``.npz`` file, readable with ``numpy.load(path)`` (no
+pickling):
 
 ``coef_samples``, ``intercept_samples``
     the draws, as ``coef_samples_`` / ``intercept_samples_``;
@@ -34,15 +37,25 @@ readable with ``numpy.load(path)`` (no pickling):
     scaling of ridge (``y_mean``, ``y_scale``), ``noise_var_`` and the
     skbayes_sg version.
 
+Besides the hand-written flags of :func:`add_arguments` (:data:`HAND_WRITTEN`),
+every other estimator parameter gets a flag generated from the estimators'
+``_parameter_constraints`` (:func:`generated_flags`; :data:`SKIPPED` lists the
+parameters without one, and why).  Without ``--standardize``, features that
+look unscaled get a warning on stderr.
+
 The entry point for the command line is :func:`run`; :func:`fit_file` does the
 same for Python callers and tests and returns the fitted estimator and the
 printed numbers.
 """
+import argparse
 import bz2
 import csv
 import gzip
+import inspect
 import json
+import numbers
 import os
+import re
 import sys
 import tempfile
 import textwrap
@@ -55,7 +68,8 @@ from scipy.special import logsumexp
 from sklearn.metrics import accuracy_score, log_loss
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils._param_validation import InvalidParameterError, Interval, StrOptions
+from sklearn.utils.sparsefuncs import mean_variance_axis, min_max_axis
 
 from . import __version__
 from ._sampling._registry import SAMPLERS, SUBSAMPLINGS
@@ -63,7 +77,8 @@ from .diagnostics._convergence import (
     MCMCConvergenceWarning, SummaryTable, check_convergence, summary)
 from .linear_model import SGMCMCLogisticRegression, SGMCMCRidge
 
-__all__ = ["add_arguments", "run", "fit_file", "load_csv", "load_libsvm", "DataError"]
+__all__ = ["add_arguments", "run", "fit_file", "load_csv", "load_libsvm", "DataError",
+           "MissingDependencyError", "generated_flags", "estimator_params"]
 
 MODELS = {"logistic": SGMCMCLogisticRegression, "ridge": SGMCMCRidge}
 MAX_SUMMARY_ROWS = 40   # printed rows of the summary (all of them go to --out)
@@ -74,7 +89,36 @@ class DataError(ValueError):
     """The data file cannot be used as given (missing column, bad value, ...)."""
 
 
+class MissingDependencyError(ImportError):
+    """An optional dependency that the chosen output needs is not installed."""
+
+
 # ----------------------------------------------------------------- command line
+# Estimator parameters with a hand-written flag in add_arguments (their defaults
+# and help predate the generated flags and stay as they were), and that flag.
+HAND_WRITTEN = {
+    "sampler": "--sampler", "subsampling": "--subsampling", "metric": "--metric",
+    "n_samples": "--n-samples", "n_warmup": "--n-warmup", "thin": "--thin",
+    "n_chains": "--n-chains", "step_size": "--step-size", "batch_size": "--batch-size",
+    "alpha": "--alpha",
+    # the string starts only: an array of starting points has no command-line spelling
+    "init": "--init",
+    # --seed: it also seeds the train/test split, so the whole run repeats
+    "random_state": "--seed",
+    # --n-jobs: joblib's count as it is (None, one job, when absent)
+    "n_jobs": "--n-jobs",
+    # --verbose: a switch (verbose=1), the estimator's levels above 1 are not needed here
+    "verbose": "--verbose",
+}
+# Estimator parameters that no flag sets, and why.
+SKIPPED = {
+    # every run builds a new estimator and fits it once: there are no previous
+    # chains to continue
+    "warm_start": "every run fits a new estimator once; there are no chains to continue",
+}
+GENERATED_DEST = "param_"   # argparse dest prefix of the generated flags
+
+
 def _auto_or(kind):
     def parse(text):
         return "auto" if text == "auto" else kind(text)
@@ -141,8 +185,203 @@ def add_arguments(parser):
     parser.add_argument("--verbose", action="store_true",
                         help="print the progress of every chain")
     parser.add_argument("--out", default=None, metavar="PATH",
-                        help="where to save the draws and metadata (.npz); without it "
-                             "the report is printed and nothing is saved")
+                        help="where to save the draws and metadata: PATH.nc writes an "
+                             "ArviZ InferenceData (netCDF, needs the arviz extra), "
+                             "otherwise .npz (appended when missing); without it the "
+                             "report is printed and nothing is saved")
+    group = parser.add_argument_group(
+        "other estimator parameters",
+        "Generated from the estimators' parameter constraints: --NAME sets the "
+        "parameter NAME (dashes for underscores) of the chosen model; booleans are "
+        "spelled true or false, None is spelled none. Only the flags given are "
+        "passed; the estimator's defaults apply to the others.")
+    for flag in generated_flags().values():
+        group.add_argument(flag["flag"], dest=GENERATED_DEST + flag["name"],
+                           type=flag["parse"], metavar=flag["metavar"],
+                           default=argparse.SUPPRESS, help=flag["help"])
+
+
+def generated_flags():
+    """The generated flags: estimator parameter name -> description.
+
+    Every ``get_params()`` key of the models in :data:`MODELS` that has no
+    hand-written flag (:data:`HAND_WRITTEN`) and is not skipped
+    (:data:`SKIPPED`) gets ``--name-with-dashes``, whose values are those its
+    ``_parameter_constraints`` allow.  Each description is a dict with
+    ``name``, ``flag``, ``models`` (the ``--model`` names that have the
+    parameter), ``parse`` (text -> value, for argparse), ``metavar``,
+    ``help`` and ``defaults`` (model -> the estimator's default).
+    """
+    flags = {}
+    for model, cls in sorted(MODELS.items()):
+        constraints = getattr(cls, "_parameter_constraints", {})
+        docs = _parameter_docs(cls)
+        for name, default in cls().get_params(deep=False).items():
+            if name in HAND_WRITTEN or name in SKIPPED:
+                continue
+            flag = flags.setdefault(name, dict(
+                name=name, flag="--" + name.replace("_", "-"), models=[], defaults={},
+                constraints=[], doc=docs.get(name)))
+            flag["models"].append(model)
+            flag["defaults"][model] = default
+            for c in constraints.get(name, []):
+                if _value_word(c) is not None and not any(
+                        _same_constraint(c, d) for d in flag["constraints"]):
+                    flag["constraints"].append(c)
+    for name, flag in list(flags.items()):
+        if not flag["constraints"]:
+            # no constraint that a command line can spell (a new kind of parameter):
+            # no flag; tests/test_cli.py names the parameter
+            del flags[name]
+            continue
+        flag["parse"] = _parser_for(flag["flag"], flag["constraints"])
+        flag["metavar"] = "|".join(w for c in flag["constraints"] for w in _value_word(c))
+        flag["help"] = _flag_help(flag)
+    return dict(sorted(flags.items()))
+
+
+def _value_word(constraint):
+    """How ``constraint`` reads on the command line (a list of words), or None."""
+    if isinstance(constraint, StrOptions):
+        return sorted(constraint.options, key=lambda o: (o != "auto", o))
+    if isinstance(constraint, Interval):
+        return ["INT" if _is_integral(constraint) else "FLOAT"]
+    if isinstance(constraint, str) and constraint == "boolean":
+        return ["true", "false"]
+    if constraint is None:
+        return ["none"]
+    return None   # "array-like", "random_state", types, ...: not spelled here
+
+
+def _same_constraint(a, b):
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, StrOptions):
+        return a.options == b.options
+    if isinstance(a, Interval):
+        return (a.type, a.left, a.right, a.closed) == (b.type, b.left, b.right, b.closed)
+    return a == b
+
+
+def _is_integral(interval):
+    return isinstance(interval.type, type) and issubclass(interval.type, numbers.Integral)
+
+
+def _describe(constraint):
+    if isinstance(constraint, StrOptions):
+        words = _value_word(constraint)
+        return (" or ".join(words) if len(words) <= 2
+                else "one of " + ", ".join(words[:-1]) + " or " + words[-1])
+    if isinstance(constraint, Interval):
+        kind = "an int" if _is_integral(constraint) else "a float"
+        left, right = constraint.left, constraint.right
+        low = "[" if constraint.closed in ("left", "both") else "("
+        high = "]" if constraint.closed in ("right", "both") else ")"
+        if left is not None and right is None:
+            return f"{kind} {'>=' if low == '[' else '>'} {left:g}"
+        if right is not None and left is None:
+            return f"{kind} {'<=' if high == ']' else '<'} {right:g}"
+        if left is None and right is None:
+            return kind
+        return f"{kind} in {low}{left:g}, {right:g}{high}"
+    if constraint == "boolean":
+        return "true or false"
+    return "none"
+
+
+def _parser_for(flag, constraints):
+    """The argparse ``type`` of a generated flag: the first constraint that
+    reads ``text`` and is satisfied by the value wins."""
+    def parse(text):
+        word = text.strip()
+        for c in constraints:
+            if isinstance(c, StrOptions):
+                if word in c.options:
+                    return word
+            elif isinstance(c, Interval):
+                try:
+                    value = int(word) if _is_integral(c) else float(word)
+                except ValueError:
+                    continue
+                if c.is_satisfied_by(value):
+                    return value
+            elif c == "boolean":
+                if word.lower() in ("true", "false"):
+                    return word.lower() == "true"
+            elif c is None and word.lower() == "none":
+                return None
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}: expected {', or '.join(_describe(c) for c in constraints)}")
+    parse.__name__ = flag
+    return parse
+
+
+def _parameter_docs(cls):
+    """The first sentence of each parameter's description in ``cls``'s
+    numpydoc docstring, when it is short; {} when there is none."""
+    doc = inspect.getdoc(cls) or ""
+    section = re.search(r"^Parameters\n-+\n(.*?)(?=^\w[^\n]*\n-+\n|\Z)", doc, re.S | re.M)
+    if section is None:
+        return {}
+    docs = {}
+    for match in re.finditer(r"^(\w+) :[^\n]*\n((?:[ \t]+[^\n]*\n|\n)*)",
+                             section.group(1) + "\n", re.M):
+        text = " ".join(match.group(2).split()).replace("``", "")
+        first = re.split(r"(?<=\.)\s+(?=[A-Z(`\"])", text, maxsplit=1)[0]
+        if first.endswith(".") and len(first) <= 100:
+            docs[match.group(1)] = first
+    return docs
+
+
+def _text(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "none"
+    return str(value)
+
+
+def _flag_help(flag):
+    defaults = flag["defaults"]
+    if len({_text(v) for v in defaults.values()}) == 1:
+        default = _text(next(iter(defaults.values())))
+    else:
+        default = ", ".join(f"{_text(v)} for {m}" for m, v in defaults.items())
+    parts = [flag["doc"]] if flag["doc"] else []
+    parts.append(f"The parameter {flag['name']}"
+                 + (f" ({' and '.join(flag['models'])} only)"
+                    if len(flag["models"]) < len(MODELS) else "")
+                 + f": {', or '.join(_describe(c) for c in flag['constraints'])} "
+                 f"(default: {default})")
+    return " ".join(parts).replace("%", "%%")
+
+
+def estimator_params(args):
+    """The estimator's keyword arguments from parsed command-line arguments.
+
+    The hand-written flags are passed as always (with their defaults); the
+    generated ones only when given.  A generated flag of a parameter the
+    chosen model does not have raises :class:`DataError`.
+    """
+    params = dict(
+        sampler=args.sampler, subsampling=args.subsampling, metric=args.metric,
+        n_samples=args.n_samples, n_warmup=args.n_warmup, thin=args.thin,
+        n_chains=args.n_chains, init=args.init, step_size=args.step_size,
+        batch_size=args.batch_size, random_state=args.seed,
+        n_jobs=args.n_jobs, verbose=int(args.verbose),
+        **({} if args.alpha is None else {"alpha": args.alpha}))
+    flags = generated_flags()
+    for dest, value in sorted(vars(args).items()):
+        if not dest.startswith(GENERATED_DEST):
+            continue
+        flag = flags[dest[len(GENERATED_DEST):]]
+        if args.model not in flag["models"]:
+            raise DataError(
+                f"{flag['flag']} does not apply to --model {args.model}: it is a parameter "
+                f"of {' and '.join('--model ' + m for m in flag['models'])} "
+                f"({', '.join(MODELS[m].__name__ for m in flag['models'])}) only.")
+        params[flag["name"]] = value
+    return params
 
 
 def run(args):
@@ -151,15 +390,9 @@ def run(args):
         fit_file(
             args.data, target=args.target, libsvm=args.libsvm, model=args.model,
             out=args.out, test_size=args.test_size, standardize=args.standardize,
-            estimator_params=dict(
-                sampler=args.sampler, subsampling=args.subsampling, metric=args.metric,
-                n_samples=args.n_samples, n_warmup=args.n_warmup, thin=args.thin,
-                n_chains=args.n_chains, init=args.init, step_size=args.step_size,
-                batch_size=args.batch_size, random_state=args.seed,
-                n_jobs=args.n_jobs, verbose=int(args.verbose),
-                **({} if args.alpha is None else {"alpha": args.alpha})),
-            seed=args.seed, stdout=sys.stdout)
-    except (DataError, OSError, InvalidParameterError) as exc:
+            estimator_params=estimator_params(args), seed=args.seed, stdout=sys.stdout,
+            stderr=sys.stderr)
+    except (DataError, OSError, InvalidParameterError, MissingDependencyError) as exc:
         # the file or an option cannot be used: a usage error, as argparse's
         print(f"python -m skbayes_sg fit: error: {exc}", file=sys.stderr)
         return 2
@@ -306,7 +539,7 @@ def load_libsvm(path):
 
 # ------------------------------------------------------------------------- fit
 def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, test_size=0.2,
-             standardize=False, estimator_params=None, seed=0, stdout=None):
+             standardize=False, estimator_params=None, seed=0, stdout=None, stderr=None):
     """Load ``data``, fit, print the report and save the draws.
 
     Parameters
@@ -319,7 +552,9 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         Read ``data`` as libsvm.
     model : {"logistic", "ridge"}, default="logistic"
     out : str, path-like or None, default=None
-        Where to save the ``.npz`` (None: not saved).
+        Where to save the draws (None: not saved): a path ending in ``.nc``
+        gets the ArviZ ``InferenceData`` of the fit as netCDF (needs ArviZ
+        and h5netcdf or netCDF4), any other an ``.npz`` file.
     test_size : float, default=0.2
         Held-out fraction in [0, 1); 0 keeps every row for training.
     standardize : bool, default=False
@@ -331,6 +566,9 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         Seed of the train/test split.
     stdout : file-like or None, default=None
         Where the report goes (None: ``sys.stdout``).
+    stderr : file-like or None, default=None
+        Where the warning about unscaled features goes (None:
+        ``sys.stderr``).
 
     Returns
     -------
@@ -340,8 +578,11 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         and ``out`` (the path written, or None).
     """
     say = _printer(stdout)
+    engine = None
     if out is not None:
         _check_writable(out)      # before the fit, not after it
+        if _is_netcdf(out):
+            engine = _netcdf_engine()
     if model not in MODELS:
         raise DataError(f"model={model!r} is not one of {sorted(MODELS)}.")
     if not 0 <= test_size < 1:
@@ -370,6 +611,12 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         X_tr, X_te, y_tr, y_te = X, None, y, None
 
     x_mean, x_scale = np.zeros(d), np.ones(d)
+    if not standardize:
+        problem = _unscaled(X_tr, names)
+        if problem:
+            print(f"python -m skbayes_sg fit: warning: the features look unscaled: {problem}; "
+                  "the samplers mix faster on standardised features: pass --standardize.",
+                  file=sys.stderr if stderr is None else stderr, flush=True)
     if standardize:
         scaler = StandardScaler(with_mean=not sp.issparse(X)).fit(X_tr)
         X_tr = scaler.transform(X_tr)
@@ -393,9 +640,14 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
     est = MODELS[model](**params)
     split = (f"{X_tr.shape[0]:,} training / {X_te.shape[0]:,} held-out rows"
              if X_te is not None else f"all {n:,} rows for training (no held-out rows)")
+    shown = ("sampler", "subsampling", "metric", "n_chains", "n_warmup", "n_samples", "alpha")
+    defaults = type(est)().get_params(deep=False)
+    extra = "".join(f", {k}={v!r}" for k, v in est.get_params(deep=False).items()
+                    if k not in shown and k not in ("random_state", "n_jobs", "verbose")
+                    and _scalar(v) and not (_scalar(defaults.get(k)) and v == defaults[k]))
     say(f"{type(est).__name__}(sampler={est.sampler!r}, subsampling={est.subsampling!r}, "
         f"metric={est.metric!r}, n_chains={est.n_chains}, n_warmup={est.n_warmup!r}, "
-        f"n_samples={est.n_samples!r}, alpha={est.alpha!r}); {split}"
+        f"n_samples={est.n_samples!r}, alpha={est.alpha!r}{extra}); {split}"
         + ("; features standardised" if standardize else ""))
     t0 = time.perf_counter()
     with warnings.catch_warnings():
@@ -462,6 +714,13 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         meta["alpha"] = float(est.alpha_)
         if model == "ridge":
             meta["noise_var"] = float(est.noise_var_)
+        if engine is not None:
+            _save_netcdf(out, engine, est, X_tr, y_tr if model == "logistic" else t_tr,
+                         names, x_mean, x_scale, meta)
+            say(f"Saved the draws, log likelihood and metadata to {out} (ArviZ "
+                "InferenceData, netCDF)")
+            return dict(estimator=est, summary=table, metrics=metrics, converged=converged,
+                        out=out)
         arrays = dict(
             coef_samples=est.coef_samples_, intercept_samples=est.intercept_samples_,
             feature_names=np.array(names, dtype=str), x_mean=x_mean, x_scale=x_scale,
@@ -479,9 +738,101 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
     return dict(estimator=est, summary=table, metrics=metrics, converged=converged, out=out)
 
 
+def _is_netcdf(out):
+    return str(out).lower().endswith(".nc")
+
+
+def _netcdf_engine():
+    """The engine ArviZ writes netCDF with: h5netcdf (its default) or netCDF4.
+
+    Raises :class:`MissingDependencyError` naming the extra to install when
+    ArviZ or both engines are missing.  (scipy's netCDF3 engine cannot hold
+    the groups of an InferenceData.)
+    """
+    try:
+        import arviz  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError(
+            "--out *.nc writes an ArviZ InferenceData and needs ArviZ, an optional "
+            'dependency: pip install "skbayes_sg[arviz]" (and h5netcdf for the netCDF '
+            "file), or save to .npz.") from None
+    for module, engine in (("h5netcdf", "h5netcdf"), ("netCDF4", "netcdf4")):
+        try:
+            __import__(module)
+        except ImportError:
+            continue
+        return engine
+    raise MissingDependencyError(
+        "--out *.nc needs a netCDF writer for ArviZ: pip install h5netcdf (or netCDF4) "
+        'next to pip install "skbayes_sg[arviz]", or save to .npz.')
+
+
+def _save_netcdf(out, engine, est, X, y, names, x_mean, x_scale, meta):
+    """``est``'s InferenceData with the training rows (log likelihood,
+    observed data, lp), the standardisation as ``constant_data`` and the
+    metadata JSON as an attribute of ``posterior``, written to ``out``."""
+    import xarray as xr
+
+    from .diagnostics import to_inference_data
+
+    idata = to_inference_data(est, X, y, names=names)
+    idata.add_groups(constant_data=xr.Dataset(
+        {"x_mean": ("coef_dim", np.asarray(x_mean, dtype=np.float64)),
+         "x_scale": ("coef_dim", np.asarray(x_scale, dtype=np.float64))},
+        coords={"coef_dim": list(names)}))
+    idata.posterior.attrs["skbayes_sg_fit"] = json.dumps(meta)
+    idata.to_netcdf(str(out), engine=engine)
+
+
+def _unscaled(X, names):
+    """Why the columns of ``X`` look unscaled (a phrase), or "" when they do not.
+
+    Unscaled: the standard deviations of the non-constant columns span more
+    than a factor of 1,000, or a column's mean is more than 100 of its
+    standard deviations from 0.  CSR matrices are read through their
+    nonzeros (never densified).
+    """
+    if X.shape[0] < 2 or X.shape[1] == 0:
+        return ""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        mean, var = mean_variance_axis(X, axis=0)
+        low, high = min_max_axis(X, axis=0)
+    else:
+        mean = X.mean(axis=0)
+        var = np.zeros(X.shape[1])
+        for start in range(0, X.shape[0], 2 ** 16):   # no full-size temporary
+            var += np.square(X[start:start + 2 ** 16] - mean).sum(axis=0)
+        var /= X.shape[0]
+        low, high = X.min(axis=0), X.max(axis=0)
+    sd = np.sqrt(np.maximum(np.asarray(var, dtype=np.float64), 0.0))
+    varying = np.flatnonzero(np.asarray(high) > np.asarray(low))   # constant columns left out
+    if len(varying) == 0:
+        return ""
+    sd = np.maximum(sd[varying], np.finfo(np.float64).tiny)
+    mean = np.asarray(mean, dtype=np.float64)[varying]
+    reasons = []
+    lo, hi = int(np.argmin(sd)), int(np.argmax(sd))
+    if sd[hi] / sd[lo] > 1e3:
+        reasons.append(f"their standard deviations range from {sd[lo]:.3g} "
+                       f"({names[varying[lo]]}) to {sd[hi]:.3g} ({names[varying[hi]]})")
+    z = np.abs(mean) / sd
+    far = int(np.argmax(z))
+    if z[far] > 100:
+        reasons.append(f"{names[varying[far]]} has mean {mean[far]:.4g}, {z[far]:.3g} "
+                       "standard deviations from 0")
+    return "; ".join(reasons)
+
+
+def _scalar(value):
+    return isinstance(value, (str, bool, int, float, type(None), np.generic))
+
+
 def _check_writable(out):
     """Fail now, naming ``--out``, when the draws could not be saved later."""
-    path = os.path.abspath(str(out) if str(out).endswith(".npz") else str(out) + ".npz")
+    text = str(out)
+    path = os.path.abspath(text if text.endswith(".npz") or _is_netcdf(text)
+                           else text + ".npz")
     folder = os.path.dirname(path)
     if os.path.isdir(path):
         raise DataError(f"--out {out} is a directory; give a file name such as "

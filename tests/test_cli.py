@@ -310,3 +310,204 @@ def test_out_is_optional(csv_classification, tmp_path, capsys, monkeypatch):
     status, out, _ = _run([path, "--target", "label", "--model", "logistic", *SHORT], capsys)
     assert status == 0 and "Posterior summary" in out and "Saved" not in out
     assert not list(tmp_path.glob("*.npz"))
+
+
+# ------------------------------------------------------- generated estimator flags
+def _parser():
+    parser = argparse.ArgumentParser(prog="python -m skbayes_sg fit")
+    _cli_fit.add_arguments(parser)
+    return parser
+
+
+def _flag_text(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "none" if value is None else str(value)
+
+
+@pytest.mark.parametrize("model", sorted(_cli_fit.MODELS))
+def test_every_estimator_parameter_has_a_flag(model):
+    """Each get_params() key has a flag that sets it, or a reason in SKIPPED;
+    a generated flag given the estimator's default passes that default."""
+    parser = _parser()
+    options = parser._option_string_actions
+    generated = _cli_fit.generated_flags()
+    params = _cli_fit.MODELS[model]().get_params(deep=False)
+    for name, default in params.items():
+        if name in _cli_fit.SKIPPED:
+            assert _cli_fit.SKIPPED[name], name
+            continue
+        if name in _cli_fit.HAND_WRITTEN:
+            assert _cli_fit.HAND_WRITTEN[name] in options, name
+            assert name not in generated, name
+            continue
+        assert name in generated, f"{name} of --model {model} has no flag and no reason"
+        flag = generated[name]
+        assert flag["flag"] == "--" + name.replace("_", "-") and flag["flag"] in options
+        args = parser.parse_args(["d.csv", "--target", "y", "--model", model,
+                                  flag["flag"], _flag_text(default)])
+        assert _cli_fit.estimator_params(args)[name] == default, name
+    # the flags not given are not passed: the estimator's defaults apply
+    args = parser.parse_args(["d.csv", "--target", "y", "--model", model])
+    assert not set(_cli_fit.estimator_params(args)) & set(generated)
+
+
+def test_generated_flags_parse_values_as_the_constraints_allow():
+    parser = _parser()
+    argv = ["d.csv", "--target", "y", "--model", "ridge"]
+    args = parser.parse_args(argv + [
+        "--friction", "2", "--n-leapfrog", "7", "--metropolis", "false", "--max-passes",
+        "none", "--pv-threshold", "pilot", "--noise-var", "0.5", "--fit-intercept", "True",
+        "--ewsg-x", "momentum-stop", "--access", "cyclic", "--snapshot-period", "auto"])
+    params = _cli_fit.estimator_params(args)
+    assert params["friction"] == 2.0 and isinstance(params["friction"], float)
+    assert params["n_leapfrog"] == 7 and isinstance(params["n_leapfrog"], int)
+    assert params["metropolis"] is False and params["fit_intercept"] is True
+    assert params["max_passes"] is None and params["pv_threshold"] == "pilot"
+    assert params["noise_var"] == 0.5 and params["ewsg_x"] == "momentum-stop"
+    assert params["access"] == "cyclic" and params["snapshot_period"] == "auto"
+    for bad in (["--friction", "fast"], ["--friction", "0"], ["--n-leapfrog", "2.5"],
+                ["--metropolis", "maybe"], ["--access", "sorted"], ["--temperature", "auto"]):
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args(argv + bad)
+        assert exc.value.code == 2, bad
+
+
+def test_generated_flags_reach_the_estimator(csv_classification, tmp_path, capsys):
+    path, _, _ = csv_classification
+    status, text, err = _run([path, "--target", "label", "--model", "logistic",
+                              "--temperature", "1", "--friction", "2", "--sampler", "sghmc",
+                              "--subsampling", "uniform", "--access", "reshuffle",
+                              "--standardize", "--out", tmp_path / "g.npz", "--n-samples",
+                              "60", "--n-warmup", "200", "--n-chains", "2"], capsys)
+    assert status == 0, err
+    assert "friction=2.0" in text and "access='reshuffle'" in text
+    meta = json.loads(str(np.load(tmp_path / "g.npz")["metadata"]))
+    assert meta["params"]["temperature"] == 1.0 and meta["params"]["friction"] == 2.0
+    assert meta["params"]["sampler"] == "sghmc" and meta["params"]["subsampling"] == "uniform"
+    assert meta["params"]["access"] == "reshuffle"
+
+
+def test_flag_of_the_other_model_is_an_error(csv_classification, tmp_path, capsys,
+                                             monkeypatch):
+    path, _, _ = csv_classification
+    def fit(self, *args, **kwargs):
+        raise AssertionError("the fit ran despite a flag of the other model")
+    monkeypatch.setattr(_cli_fit.SGMCMCLogisticRegression, "fit", fit)
+    status, _, err = _run([path, "--target", "label", "--model", "logistic",
+                           "--noise-var", "1"], capsys)
+    assert status == 2
+    assert "--noise-var" in err and "--model logistic" in err and "ridge" in err
+
+
+def test_generated_flags_are_documented():
+    import pathlib
+
+    doc = pathlib.Path(__file__).resolve().parents[1] / "doc" / "cli.rst"
+    if not doc.exists():
+        pytest.skip("doc/cli.rst is not next to the tests")
+    text = doc.read_text()
+    missing = [f["flag"] for f in _cli_fit.generated_flags().values()
+               if f"``{f['flag']}``" not in text]
+    assert not missing, f"doc/cli.rst does not list {missing}"
+
+
+# ------------------------------------------------------------------ netCDF output
+def _netcdf_backend():
+    pytest.importorskip("arviz")
+    for module in ("h5netcdf", "netCDF4"):
+        try:
+            __import__(module)
+            return module
+        except ImportError:
+            pass
+    pytest.skip("no netCDF backend for ArviZ (pip install h5netcdf)")
+
+
+def test_out_nc_writes_arviz_inference_data(csv_classification, tmp_path, capsys):
+    _netcdf_backend()
+    import arviz as az
+
+    path, _, _ = csv_classification
+    out = tmp_path / "draws.nc"
+    status, text, err = _run([path, "--target", "label", "--model", "logistic",
+                              "--standardize", "--out", out, *SHORT], capsys)
+    assert status == 0, err
+    assert f"to {out}" in text and not (tmp_path / "draws.nc.npz").exists()
+    idata = az.from_netcdf(str(out))
+    for group in ("posterior", "log_likelihood", "observed_data", "sample_stats",
+                  "constant_data"):
+        assert group in idata.groups(), group
+    assert idata.posterior["coef"].shape == (2, 60, 3)
+    assert list(idata.posterior["coef_dim"].values) == ["height", "dose", "weight"]
+    assert idata.log_likelihood["y"].shape == (2, 60, 192)        # the training rows
+    assert sorted(set(idata.observed_data["y"].values.tolist())) == ["high", "low"]
+    assert "lp" in idata.sample_stats
+    assert np.all(idata.constant_data["x_scale"].values > 0)
+    meta = json.loads(idata.posterior.attrs["skbayes_sg_fit"])
+    assert meta["model"] == "logistic" and meta["params"]["n_samples"] == 60
+
+
+def test_out_nc_without_arviz_fails_before_the_fit(csv_classification, tmp_path, capsys,
+                                                    monkeypatch):
+    path, _, _ = csv_classification
+    def fit(self, *args, **kwargs):
+        raise AssertionError("the fit ran before the netCDF writer was checked")
+    monkeypatch.setattr(_cli_fit.SGMCMCLogisticRegression, "fit", fit)
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "arviz", None)
+        status, _, err = _run([path, "--target", "label", "--model", "logistic",
+                               "--out", tmp_path / "o.nc"], capsys)
+    assert status == 2 and 'pip install "skbayes_sg[arviz]"' in err
+    pytest.importorskip("arviz")
+    with monkeypatch.context() as m:                     # ArviZ without a netCDF writer
+        m.setitem(sys.modules, "h5netcdf", None)
+        m.setitem(sys.modules, "netCDF4", None)
+        status, _, err = _run([path, "--target", "label", "--model", "logistic",
+                               "--out", tmp_path / "o.nc"], capsys)
+    assert status == 2 and "h5netcdf" in err and 'skbayes_sg[arviz]' in err
+    assert not (tmp_path / "o.nc").exists()
+
+
+# ------------------------------------------------------------- unscaled features
+def test_unscaled_features_warn_and_still_fit(tmp_path, capsys):
+    X, y = _classification_rows()
+    path = _write_csv(tmp_path / "raw.csv", X * [1.0, 1.0, 1e-3] + [0.0, 0.0, 7.0], y,
+                      ["height", "dose", "weight"])
+    status, text, err = _run([path, "--target", "label", "--model", "logistic", *SHORT],
+                             capsys)
+    assert status == 0 and "Posterior summary" in text
+    warning = [line for line in err.splitlines() if "unscaled" in line]
+    assert len(warning) == 1 and "--standardize" in warning[0] and "weight" in warning[0]
+    status, _, err = _run([path, "--target", "label", "--model", "logistic",
+                           "--standardize", *SHORT], capsys)
+    assert status == 0 and "unscaled" not in err
+    status, _, err = _run([tmp_path / "raw.csv", "--target", "label", "--model", "logistic",
+                           "--test-size", "0.5", *SHORT], capsys)
+    assert "unscaled" in err
+    fine = _write_csv(tmp_path / "fine.csv", *_classification_rows(), ["a", "b", "c"])
+    status, _, err = _run([fine, "--target", "label", "--model", "logistic", *SHORT], capsys)
+    assert status == 0 and "unscaled" not in err
+
+
+def test_unscaled_rule_dense_and_sparse_without_densifying(monkeypatch):
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(5)
+    names = ["a", "b", "c"]
+    X = rng.normal(size=(400, 3))
+    X[rng.random(size=X.shape) < 0.5] = 0.0
+    assert _cli_fit._unscaled(X, names) == ""
+    spread = X * [1.0, 1.0, 2000.0]                      # sds span > 1,000
+    shifted = X.copy()
+    shifted[:, 1] = 1e4 + 0.01 * rng.normal(size=400)    # mean >> 100 sds from 0
+    constant = np.column_stack([X, np.full(400, 3.0)])   # a constant column is fine
+    monkeypatch.setattr(sp.csr_matrix, "toarray", lambda *a, **k: pytest.fail("densified"))
+    monkeypatch.setattr(sp.csr_matrix, "todense", lambda *a, **k: pytest.fail("densified"))
+    for data, expected in ((spread, "standard deviations range"),
+                           (shifted, "b has mean"), (constant, "")):
+        cols = names + ["k"] if data.shape[1] == 4 else names
+        dense, sparse = _cli_fit._unscaled(data, cols), _cli_fit._unscaled(
+            sp.csr_matrix(data), cols)
+        assert (expected in dense) and (expected in sparse)
+        assert bool(dense) == bool(expected) == bool(sparse)
