@@ -7,10 +7,12 @@ Build (from the repository root, after ``python setup.py build_ext --inplace``):
 Warnings are errors (``-W``): every page must stay warning-free.
 """
 import importlib
+import os
 import re
 import sys
 from pathlib import Path
 
+import matplotlib
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
@@ -41,9 +43,19 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
     "numpydoc",
+    "sphinx_gallery.gen_gallery",
 ]
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "generated/*.examples", "Thumbs.db", ".DS_Store"]
+exclude_patterns = [
+    "_build", "generated/*.examples", "Thumbs.db", ".DS_Store",
+    # the gallery's sources: its header is rendered into auto_examples/index
+    # by sphinx-gallery, not read as a page of its own
+    "examples/GALLERY_HEADER.rst",
+    # sphinx-gallery's project-wide timing page: written into the source root
+    # at every build, where the ``*`` glob of index.rst's toctree would list it
+    # (the gallery's own auto_examples/sg_execution_times has the same table)
+    "sg_execution_times.rst",
+]
 root_doc = "index"
 default_role = "literal"
 
@@ -75,6 +87,35 @@ numpydoc_show_inherited_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_attributes_as_param_list = True
 numpydoc_xref_param_type = False  # needs intersphinx (no network at build time)
+
+# -- example gallery ------------------------------------------------------------
+# The scripts doc/examples/plot_*.py run at every build; their figures and
+# printed output make the pages of doc/auto_examples/ (generated, gitignored).
+# A failing example fails the build.
+matplotlib.use("agg")
+
+sphinx_gallery_conf = {
+    "examples_dirs": "examples",
+    "gallery_dirs": "auto_examples",
+    # run every plot_*.py (the default pattern also matches e.g. "plotting.py")
+    "filename_pattern": re.escape(os.sep) + r"plot_\w+\.py$",
+    "within_subsection_order": "FileNameSortKey",
+    "image_scrapers": ("matplotlib",),
+    "reset_modules": ("matplotlib",),
+    "binder": {},
+    "jupyterlite": None,
+    "download_all_examples": False,
+    "show_memory": False,
+    "show_signature": False,
+    "remove_config_comments": True,
+    "min_reported_time": 0,
+    # run every example at every build, also those whose source did not change
+    # (sphinx-gallery's md5 cache would keep output of older library code)
+    "run_stale_examples": True,
+    # all examples run, then any failure is reported as a build error
+    "abort_on_example_error": False,
+    "only_warn_on_example_error": False,
+}
 
 # -- HTML output --------------------------------------------------------------
 html_theme = "alabaster"

@@ -16,6 +16,8 @@ DOC_DIR = REPO_ROOT / "doc"
 def test_docs_build_without_warnings(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("numpydoc")
+    pytest.importorskip("sphinx_gallery")
+    pytest.importorskip("matplotlib")
     from sphinx.cmd.build import build_main
 
     out = tmp_path / "html"
@@ -30,6 +32,30 @@ def test_docs_build_without_warnings(tmp_path):
     ridge = (out / "generated" / "skbayes_sg.SGMCMCRidge.html").read_text(encoding="utf-8")
     # the numpydoc sections of the estimator's docstring were rendered
     assert "sample_y" in ridge and "step_size" in ridge
+
+    # the gallery: sphinx-gallery ran every doc/examples/plot_*.py (a failing
+    # example fails the build) and each page shows the figures it drew
+    # (the ArviZ examples only print a note when arviz is not installed)
+    try:
+        import arviz  # noqa: F401
+        have_arviz = True
+    except ImportError:
+        have_arviz = False
+    scripts = sorted((DOC_DIR / "examples").glob("plot_*.py"))
+    assert scripts, "no gallery examples found"
+    gallery = out / "auto_examples"
+    index = (gallery / "index.html").read_text(encoding="utf-8")
+    assert "auto_examples/index.html" in (out / "index.html").read_text(encoding="utf-8")
+    for script in scripts:
+        name = script.stem
+        assert f"{name}.html" in index, name
+        page = (gallery / f"{name}.html").read_text(encoding="utf-8")
+        images = set(re.findall(rf'src="\.\./(_images/sphx_glr_{name}_\d+\.png)"', page))
+        if not have_arviz and "import arviz" in script.read_text(encoding="utf-8"):
+            continue
+        assert images, f"{name}: no figure on its page"
+        for image in images:
+            assert (out / image).is_file() and (out / image).stat().st_size > 1000, image
 
 
 # ------------------------------------------------------------------- command line
