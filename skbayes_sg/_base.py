@@ -868,13 +868,12 @@ class BaseSGMCMC(BaseEstimator):
                         limit.append(f"max_time={self.max_time:g}")
                     messages.append(
                         head + ": the budget ran out. Raise " + " or ".join(limit or ["the budget"])
-                        + ". " + self._mixing_hint())
+                        + ".")
                 else:
                     need = int(np.ceil(self.n_samples_ * target / max(min_ess, 1.0)))
                     messages.append(
                         head + f" with n_samples={self.n_samples}. Use n_samples='auto' (runs "
-                        f"until the target is met) or n_samples={need} or more. "
-                        + self._mixing_hint())
+                        f"until the target is met) or n_samples={need} or more.")
         if np.any(np.isfinite(rhat)) and np.nanmax(rhat) > _schedule.RHAT_TARGET:
             bad = np.flatnonzero(rhat > _schedule.RHAT_TARGET)
             worst = int(np.nanargmax(rhat))
@@ -882,7 +881,9 @@ class BaseSGMCMC(BaseEstimator):
                 f"Split R-hat is {rhat[worst]:.3f} for {names[worst]!r} (above 1.01 for "
                 f"{len(bad)} of {len(rhat)} parameters): the chains disagree, so they have "
                 "not all reached the posterior. Leave n_warmup='auto' (or raise it) and "
-                "sample longer (n_samples='auto'). " + self._mixing_hint())
+                "sample longer (n_samples='auto').")
+        if messages:   # the advice on mixing, once
+            messages.append(self._mixing_hint())
         messages.extend(self._step_error_message())
         if messages:
             warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=3)

@@ -470,5 +470,7 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
         -------
         y_pred : ndarray of shape (n_samples,)
         """
-        log_proba = self.predict_log_proba(X)  # checks fitted before classes_ is read
-        return self.classes_[np.argmax(log_proba, axis=1)]
+        # the most probable class of the BMA probabilities (the log is monotone:
+        # predict_log_proba's stable log-sum-exp is not needed for the argmax)
+        proba = self.predict_proba(X)  # checks fitted before classes_ is read
+        return self.classes_[np.argmax(proba, axis=1)]
