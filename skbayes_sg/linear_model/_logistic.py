@@ -1,11 +1,15 @@
 """Bayesian logistic regression (binary and multinomial) by SG-MCMC."""
+import numbers
+
 import numpy as np
 from scipy.special import expit, log_softmax, logsumexp, softmax
 from sklearn.base import ClassifierMixin
 from sklearn.preprocessing import LabelEncoder
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 
 from .._base import BaseSGMCMC
+from .._sampling._context import MAX_DENSE_LAPLACE
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
 
 _DOC_PARAMS = """
@@ -259,7 +263,18 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
     averaging).
 
     Parameters
-    ----------""" + _DOC_PARAMS + """
+    ----------""" + _DOC_PARAMS.replace(
+        """    alpha : float, default=1.0
+        Precision of the Gaussian prior N(0, alpha^-1 I) on every
+        coefficient, intercept included.""",
+        """    alpha : float or "auto", default=1.0
+        Precision of the Gaussian prior N(0, alpha^-1 I) on every
+        coefficient, intercept included.  ``"auto"`` sets it once before
+        sampling to the maximum of the Laplace approximation of the
+        marginal likelihood (type-II maximum likelihood: MacKay's fixed point
+        ``alpha = gamma / |theta_hat|^2``, then a Brent search on the
+        approximate evidence itself; each step a mode search, counted in
+        ``n_setup_passes_``; up to 4,000 parameters), stored in ``alpha_``.""") + """
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -286,6 +301,15 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
     >>> clf.predict_proba(X[:2]).shape
     (2, 2)
     """
+
+    _parameter_constraints = {
+        **BaseSGMCMC._parameter_constraints,
+        "alpha": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
+    }
+
+    def _fit_context_hook(self, ctx):
+        if isinstance(self.alpha, str):
+            ctx.alpha = _laplace_evidence_alpha(ctx)
 
     def _encode_targets(self, y):
         check_classification_targets(y)
@@ -474,3 +498,64 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
         # predict_log_proba's stable log-sum-exp is not needed for the argmax)
         proba = self.predict_proba(X)  # checks fitted before classes_ is read
         return self.classes_[np.argmax(proba, axis=1)]
+
+
+#: MacKay's fixed point (the starting value) stops at this relative change
+EVIDENCE_RTOL = 1e-3
+EVIDENCE_MAX_ITER = 30
+#: then the Laplace evidence itself is maximised over log(alpha) within this
+#: distance of the fixed point (MacKay's update neglects how the Hessian
+#: moves with the mode: 0.02 nats short on breast cancer)
+EVIDENCE_BRACKET = 1.0
+
+
+def _laplace_evidence_alpha(ctx):
+    """The prior precision that maximises the Laplace approximation of the
+    marginal likelihood,
+
+        log p(y | alpha) ~ -U(theta_hat) + (d/2) log alpha - (1/2) log det H
+
+    (``U`` the potential at the mode ``theta_hat(alpha)``, ``H`` its
+    Hessian; constants dropped).  MacKay's fixed point ``alpha <- gamma /
+    |theta_hat|^2``, ``gamma = sum_j lambda_j / (lambda_j + alpha)`` over the
+    eigenvalues of the likelihood's Hessian, gives the start; a bounded
+    Brent search on ``log alpha`` then maximises the expression itself.
+    Every evaluation is a mode search (Newton, a few counted passes); the
+    context is left at the final alpha, its mode to be recomputed there."""
+    from scipy.optimize import minimize_scalar
+
+    if ctx.dim > MAX_DENSE_LAPLACE:
+        raise ValueError(
+            f"alpha='auto' needs the dense Hessian, up to {MAX_DENSE_LAPLACE} parameters; "
+            f"this model has {ctx.dim}. Pass a number for alpha (e.g. alpha=1.0 with "
+            "standardised features).")
+
+    def at(alpha):
+        ctx.alpha = float(alpha)
+        ctx._cache.clear()
+        theta = ctx.mode()
+        return theta, ctx._hessian_at(theta)
+
+    alpha = 1.0
+    for _ in range(EVIDENCE_MAX_ITER):
+        theta, H = at(alpha)
+        lam = np.clip(np.linalg.eigvalsh(H) - alpha, 0.0, None)
+        gamma = float(np.sum(lam / (lam + alpha)))
+        new = float(np.clip(gamma / max(float(theta @ theta), 1e-300), 1e-8, 1e8))
+        done = abs(new - alpha) <= EVIDENCE_RTOL * alpha
+        alpha = new
+        if done:
+            break
+
+    def minus_log_evidence(log_alpha):
+        theta, _ = at(np.exp(log_alpha))
+        u, _, H = ctx._value_grad_hessian(theta)
+        return u - 0.5 * ctx.dim * log_alpha + 0.5 * np.linalg.slogdet(H)[1]
+
+    center = np.log(alpha)
+    best = minimize_scalar(minus_log_evidence, method="bounded",
+                           bounds=(center - EVIDENCE_BRACKET, center + EVIDENCE_BRACKET),
+                           options={"xatol": 1e-4})
+    ctx._cache.clear()
+    ctx.alpha = float(np.exp(best.x))
+    return ctx.alpha
