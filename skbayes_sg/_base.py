@@ -444,17 +444,13 @@ class BaseSGMCMC(BaseEstimator):
         yet found, a Hessian, the row noise: a few passes) are not counted in
         ``n_grad_evals_``, and nothing it computes reaches the chains.
         """
-        counted, cache = ctx.n_grad_evals, dict(ctx._cache)
-        options = dict(ctx.options)
-        try:
+        with ctx.uncounted():
             self._predict_identity_step_error(ctx, setup, pool)
-        finally:
-            ctx.n_grad_evals, ctx._cache, ctx.options = counted, cache, options
 
     def _predict_identity_step_error(self, ctx, setup, pool):
         T = float(self.temperature)
         center, factor = ctx.laplace_metric("dense", T)
-        H = ctx._hessian_at(center)
+        H = ctx.hessian_at(center)
         if setup.sampler == "psgld":
             V = np.mean([np.asarray(s["dynamics"]["V"]) for s in pool.states], axis=0)
             g = np.sqrt(1.0 / (float(setup.sampler_config.get("eps", 1e-5)) + np.sqrt(V)))
@@ -503,9 +499,9 @@ class BaseSGMCMC(BaseEstimator):
         elif kind == "diagonal":
             out["max_abs_z"] = max(DIVERGENCE_Z_DIAGONAL, 2.0 * z0)
             return out
-        elif "mode" in ctx._cache:
+        elif ctx.has_mode():
             center = ctx.mode()
-            if "hessian_mode" in ctx._cache:
+            if ctx.has_mode_hessian():
                 sd = np.sqrt(T * np.diag(ctx.laplace_cov(center)))
             else:
                 sd = np.full(ctx.dim, np.sqrt(T / ctx.alpha))
@@ -960,6 +956,20 @@ class BaseSGMCMC(BaseEstimator):
             icpt = icpt[:, :, None]
         S = coef.shape[0] * coef.shape[1]
         return coef.reshape(S, coef.shape[2], coef.shape[3]), icpt.reshape(S, icpt.shape[2])
+
+    def _log_likelihood_draws(self, X, y):
+        """``log p(y_i | x_i, theta_s)``, shape (n_samples, n_draws): the
+        model's own per-datum potential (``GLM.loss``, the one the sampler's
+        set-up uses) and its normaliser; for the ArviZ export."""
+        X = self._validate_X_predict(X)
+        target = self._likelihood_target(np.asarray(y).ravel(), X.shape[0])
+        glm, log_normaliser = self._likelihood_model()
+        out = np.empty((X.shape[0], self._n_draws()))
+        for rows, Z in self._linear_predictor_draws(X):
+            r, S, K = Z.shape
+            loss = glm.loss(Z.reshape(r * S, K), np.repeat(target[rows], S))
+            out[rows] = -loss.reshape(r, S) - log_normaliser
+        return out
 
     def _n_draws(self):
         return int(np.prod(np.shape(self.intercept_samples_)[:2]))

@@ -31,6 +31,14 @@ def _run(argv, capsys=None):
     return status, out.out, out.err
 
 
+def _csv_reader(monkeypatch, pandas):
+    """Read CSV files with pandas, or (pandas=False) with the stdlib reader."""
+    if not pandas:
+        monkeypatch.setitem(sys.modules, "pandas", None)
+    else:
+        pytest.importorskip("pandas")
+
+
 def _classification_rows(n=240, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 3)) * [1.0, 2.0, 0.5] + [0.0, 1.0, -3.0]
@@ -180,10 +188,7 @@ def test_csv_reader_without_pandas_matches(csv_classification, monkeypatch):
 
 @pytest.mark.parametrize("pandas", [True, False])
 def test_csv_numeric_targets_keep_their_type(tmp_path, monkeypatch, pandas):
-    if not pandas:
-        monkeypatch.setitem(sys.modules, "pandas", None)
-    else:
-        pytest.importorskip("pandas")
+    _csv_reader(monkeypatch, pandas)
     path = tmp_path / "t.csv"
     path.write_text("a,k,v\n1.5,0,0.25\n2.5,2,1.5\n3.5,1,-2\n")
     X, k, _ = _cli_fit.load_csv(path, "k")
@@ -194,10 +199,7 @@ def test_csv_numeric_targets_keep_their_type(tmp_path, monkeypatch, pandas):
 
 @pytest.mark.parametrize("pandas", [True, False])
 def test_bad_csv_files_are_reported(tmp_path, capsys, monkeypatch, pandas):
-    if not pandas:
-        monkeypatch.setitem(sys.modules, "pandas", None)
-    elif "pandas" not in sys.modules:
-        pytest.importorskip("pandas")
+    _csv_reader(monkeypatch, pandas)
     good = tmp_path / "good.csv"
     good.write_text("a,b,y\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n")
     status, _, err = _run([good, "--target", "label", "--model", "logistic",
@@ -229,10 +231,7 @@ def test_bad_csv_files_are_reported(tmp_path, capsys, monkeypatch, pandas):
 
 @pytest.mark.parametrize("pandas", [True, False])
 def test_empty_and_binary_files_are_named(tmp_path, capsys, monkeypatch, pandas):
-    if not pandas:
-        monkeypatch.setitem(sys.modules, "pandas", None)
-    elif "pandas" not in sys.modules:
-        pytest.importorskip("pandas")
+    _csv_reader(monkeypatch, pandas)
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     binary = tmp_path / "binary.csv"

@@ -6,6 +6,7 @@ per-datum gradient moments).  Expensive pieces are computed lazily and
 cached, so an estimator that needs the mode pays for it once, and one that
 does not never does.
 """
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,6 +75,40 @@ class FitContext:
         return self.glm.n_outputs * self.dext
 
     # ------------------------------------------------------------------
+    def set_alpha(self, alpha):
+        """Change the prior precision; everything cached (mode, Hessians,
+        Laplace factors, weights) depended on it and is dropped."""
+        self.alpha = float(alpha)
+        self._cache.clear()
+
+    @contextmanager
+    def uncounted(self):
+        """Work that is not part of the fit (a diagnostic after the draws):
+        its passes are not counted, and what it caches or sets in
+        ``options`` is forgotten on exit."""
+        counted, cache, options = self.n_grad_evals, dict(self._cache), dict(self.options)
+        try:
+            yield self
+        finally:
+            self.n_grad_evals, self._cache, self.options = counted, cache, options
+
+    def has_mode(self):
+        """Whether the mode has been found (no pass is spent to know)."""
+        return "mode" in self._cache
+
+    def has_mode_hessian(self):
+        return "hessian_mode" in self._cache
+
+    def laplace_log_evidence(self):
+        """``log p(y | alpha)`` by the Laplace approximation at the mode, up
+        to a constant that does not depend on alpha:
+        ``-U(theta_hat) + (dim / 2) log alpha - (1/2) log det H``.  Dense
+        Hessian (up to ``MAX_DENSE_LAPLACE`` parameters)."""
+        theta = self.mode()
+        u, _ = self._counted_potential(theta)
+        return (-u + 0.5 * self.dim * np.log(self.alpha)
+                - 0.5 * np.linalg.slogdet(self.hessian_at(theta))[1])
+
     def potential_and_grad(self, theta):
         """Exact ``U(theta)`` and its gradient (numpy)."""
         return potential_and_grad(theta, self.X, self.y, self.glm, self.alpha,
@@ -299,7 +334,9 @@ class FitContext:
                 self._cache[key] = F @ F.T
         return self._cache[key]
 
-    def _hessian_at(self, theta):
+    def hessian_at(self, theta):
+        """``grad^2 U(theta)``, dense; the one kept from the mode search when
+        theta is the mode (no pass)."""
         if ("hessian_mode" in self._cache and "mode" in self._cache
                 and np.array_equal(theta, self._cache["mode"])):
             return self._cache["hessian_mode"]
@@ -310,7 +347,7 @@ class FitContext:
         ``L = R^-T`` from the Cholesky factor ``H = R R^T`` (no explicit inverse)."""
         key = ("laplace_factor", theta.tobytes())
         if key not in self._cache:
-            R = np.linalg.cholesky(self._hessian_at(theta))
+            R = np.linalg.cholesky(self.hessian_at(theta))
             self._cache[key] = np.ascontiguousarray(
                 solve_triangular(R, np.eye(self.dim), lower=True).T)
         return self._cache[key]

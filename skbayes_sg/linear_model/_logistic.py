@@ -409,27 +409,18 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
         lower, upper = self.predict_proba_quantiles(X, ((1 - level) / 2, (1 + level) / 2))
         return lower, upper
 
-    def _log_likelihood_draws(self, X, y):
-        """``log p(y_i | x_i, theta_s)``, shape (n_samples, n_draws)."""
-        X = self._validate_X_predict(X)
-        y = np.asarray(y).ravel()
-        index = np.searchsorted(self.classes_, y)
-        index = np.clip(index, 0, len(self.classes_) - 1)
-        if y.shape[0] != X.shape[0] or not np.array_equal(self.classes_[index], y):
+    def _likelihood_target(self, y, n_rows):
+        """Labels -> class indices (floats), as the model's loss reads them."""
+        index = np.clip(np.searchsorted(self.classes_, y), 0, len(self.classes_) - 1)
+        if y.shape[0] != n_rows or not np.array_equal(self.classes_[index], y):
             raise ValueError(
-                f"y must hold {X.shape[0]} labels among classes_ "
+                f"y must hold {n_rows} labels among classes_ "
                 f"{self.classes_.tolist()}; pass the labels of the rows of X.")
-        out = np.empty((X.shape[0], self._n_draws()))
-        for rows, Z in self._linear_predictor_draws(X):
-            if Z.shape[2] == 1:  # log p(1) = -log(1 + e^-z), log p(0) = -log(1 + e^z)
-                z = Z[:, :, 0]
-                out[rows] = -np.logaddexp(0.0, np.where(index[rows, None] == 1, -z, z))
-            else:
-                logp = log_softmax(Z, axis=2)
-                out[rows] = np.take_along_axis(
-                    logp, np.broadcast_to(index[rows, None, None], logp.shape[:2] + (1,)),
-                    axis=2)[:, :, 0]
-        return out
+        return index.astype(np.float64)
+
+    def _likelihood_model(self):
+        """(GLM, log normaliser): the Bernoulli / categorical loss is normalised."""
+        return self._make_glm(None, None), 0.0
 
     def _predictive_draws(self, X, rng):
         """One label per row and draw from ``p(y | x, theta_s)``: (n_samples, n_draws)."""
@@ -511,17 +502,14 @@ EVIDENCE_BRACKET = 1.0
 
 def _laplace_evidence_alpha(ctx):
     """The prior precision that maximises the Laplace approximation of the
-    marginal likelihood,
+    marginal likelihood (:meth:`FitContext.laplace_log_evidence`).
 
-        log p(y | alpha) ~ -U(theta_hat) + (d/2) log alpha - (1/2) log det H
-
-    (``U`` the potential at the mode ``theta_hat(alpha)``, ``H`` its
-    Hessian; constants dropped).  MacKay's fixed point ``alpha <- gamma /
-    |theta_hat|^2``, ``gamma = sum_j lambda_j / (lambda_j + alpha)`` over the
-    eigenvalues of the likelihood's Hessian, gives the start; a bounded
-    Brent search on ``log alpha`` then maximises the expression itself.
-    Every evaluation is a mode search (Newton, a few counted passes); the
-    context is left at the final alpha, its mode to be recomputed there."""
+    MacKay's fixed point ``alpha <- gamma / |theta_hat|^2``, ``gamma =
+    sum_j lambda_j / (lambda_j + alpha)`` over the eigenvalues of the
+    likelihood's Hessian at the mode, gives the start; a bounded Brent search
+    on ``log alpha`` then maximises the approximation itself.  Every
+    evaluation is a mode search (Newton, a few counted passes); the context
+    is left at the final alpha, its mode to be found there."""
     from scipy.optimize import minimize_scalar
 
     if ctx.dim > MAX_DENSE_LAPLACE:
@@ -529,17 +517,11 @@ def _laplace_evidence_alpha(ctx):
             f"alpha='auto' needs the dense Hessian, up to {MAX_DENSE_LAPLACE} parameters; "
             f"this model has {ctx.dim}. Pass a number for alpha (e.g. alpha=1.0 with "
             "standardised features).")
-
-    def at(alpha):
-        ctx.alpha = float(alpha)
-        ctx._cache.clear()
-        theta = ctx.mode()
-        return theta, ctx._hessian_at(theta)
-
     alpha = 1.0
     for _ in range(EVIDENCE_MAX_ITER):
-        theta, H = at(alpha)
-        lam = np.clip(np.linalg.eigvalsh(H) - alpha, 0.0, None)
+        ctx.set_alpha(alpha)
+        theta = ctx.mode()
+        lam = np.clip(np.linalg.eigvalsh(ctx.hessian_at(theta)) - alpha, 0.0, None)
         gamma = float(np.sum(lam / (lam + alpha)))
         new = float(np.clip(gamma / max(float(theta @ theta), 1e-300), 1e-8, 1e8))
         done = abs(new - alpha) <= EVIDENCE_RTOL * alpha
@@ -548,14 +530,12 @@ def _laplace_evidence_alpha(ctx):
             break
 
     def minus_log_evidence(log_alpha):
-        theta, _ = at(np.exp(log_alpha))
-        u, _, H = ctx._value_grad_hessian(theta)
-        return u - 0.5 * ctx.dim * log_alpha + 0.5 * np.linalg.slogdet(H)[1]
+        ctx.set_alpha(np.exp(log_alpha))
+        return -ctx.laplace_log_evidence()
 
     center = np.log(alpha)
     best = minimize_scalar(minus_log_evidence, method="bounded",
                            bounds=(center - EVIDENCE_BRACKET, center + EVIDENCE_BRACKET),
                            options={"xatol": 1e-4})
-    ctx._cache.clear()
-    ctx.alpha = float(np.exp(best.x))
+    ctx.set_alpha(np.exp(best.x))
     return ctx.alpha

@@ -180,19 +180,17 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
                 std[rows] = np.sqrt(Z[:, :, 0].var(axis=1) + self.noise_var_)
         return (mean, std) if return_std else mean
 
-    def _log_likelihood_draws(self, X, y):
-        """``log N(y_i | x_i^T w_s + b_s, noise_var_)``, shape (n_samples, n_draws)."""
-        X = self._validate_X_predict(X)
-        y = np.asarray(y, dtype=np.float64).ravel()
-        if y.shape[0] != X.shape[0]:
-            raise ValueError(f"y has {y.shape[0]} values for {X.shape[0]} rows of X; pass "
+    def _likelihood_target(self, y, n_rows):
+        y = np.asarray(y, dtype=np.float64)
+        if y.shape[0] != n_rows:
+            raise ValueError(f"y has {y.shape[0]} values for {n_rows} rows of X; pass "
                              "the targets of the rows of X.")
+        return y
+
+    def _likelihood_model(self):
+        """(GLM, log normaliser): the loss drops ``log(2 pi noise_var) / 2``."""
         s2 = float(self.noise_var_)
-        out = np.empty((X.shape[0], self._n_draws()))
-        for rows, Z in self._linear_predictor_draws(X):
-            r = y[rows, None] - Z[:, :, 0]
-            out[rows] = -0.5 * (np.log(2.0 * np.pi * s2) + r * r / s2)
-        return out
+        return GLM(GAUSSIAN, 1, s2), 0.5 * np.log(2.0 * np.pi * s2)
 
     def _predictive_draws(self, X, rng):
         """``x^T w_s + b_s + N(0, noise_var_)`` per row and draw: (n_samples, n_draws)."""
