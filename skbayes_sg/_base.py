@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
 from ._sampling import _error_model, _schedule
@@ -69,6 +69,19 @@ MH_STEP = {"sgld": (1.0, 3.0), "sghmc-leapfrog": (0.5, np.pi / 2)}
 #: chains start at draws of the Laplace approximation with sds this much wider
 #: (overdispersed, so that split R-hat can see chains that have not converged)
 OVERDISPERSION = 2.0
+
+
+def _normalised_weights(w):
+    """Validated weights -> None when all are 1; refuse weights that leave
+    no data (the posterior would be the prior)."""
+    if not np.all(np.isfinite(w)):
+        raise ValueError("sample_weight contains NaN or inf; pass finite nonnegative weights.")
+    if w.size and not np.any(w > 0):
+        raise ValueError("sample_weight is zero for every row, which leaves no data to "
+                         "fit; give at least one row a positive weight.")
+    if np.all(w == 1.0):
+        return None
+    return np.ascontiguousarray(w, dtype=np.float64)
 
 
 class SamplingDivergedError(FloatingPointError, ValueError):
@@ -216,7 +229,7 @@ class BaseSGMCMC(BaseEstimator):
         )
 
     # -------------------------------------------------------------------- fit
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Draw posterior samples of the coefficients.
 
         Parameters
@@ -226,6 +239,15 @@ class BaseSGMCMC(BaseEstimator):
             (C-contiguous dense, or CSR), memory-mapped arrays included.
         y : array-like of shape (n_samples,)
             Targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Nonnegative frequency weights: datum i's log-likelihood is
+            multiplied by ``w_i``, so the potential is
+            ``alpha ||theta||^2 / 2 + sum_i w_i U_i`` and an integer weight
+            gives the posterior of that many copies of the row (a zero weight,
+            of the data without it).  Every gradient estimator stays unbiased
+            for the weighted potential (the weight multiplies the datum's
+            residual), and the set-up (mode, metric, noise model, evidence)
+            uses it.  None, or all ones: unweighted (the same draws).
 
         Returns
         -------
@@ -250,14 +272,24 @@ class BaseSGMCMC(BaseEstimator):
         if continuing:
             self._check_continuation()
         X, y = self._validate_X_y(X, y, reset=not continuing)
+        weights = self._row_weights(X, y, sample_weight)
         y_enc = self._encode_targets(y)
         glm = self._make_glm(X, y_enc)
         # one BLAS thread: the chains run in threads of their own, and a
         # multithreaded BLAS on busy cores slows set-up by orders of magnitude
         with threadpool_limits(limits=1, user_api="blas"):
-            self._fit(X, y_enc, glm, continuing)
+            self._fit(X, y_enc, glm, continuing, weights)
         self._warn_if_unreliable()
         return self
+
+    def _row_weights(self, X, y, sample_weight):
+        """The datum weights of this fit as a float64 array, or None when
+        every weight is 1 (the unweighted fit, bit for bit)."""
+        if sample_weight is None:
+            return None
+        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True,
+                                 allow_all_zero_weights=True)
+        return _normalised_weights(w)
 
     def _check_continuation(self):
         previous = self._chain_request
@@ -268,14 +300,14 @@ class BaseSGMCMC(BaseEstimator):
                     f"chains; {name}={getattr(self, name)!r} differs. Set "
                     f"{name}={previous[name]!r} or warm_start=False.")
 
-    def _fit(self, X, y, glm, continuing):
+    def _fit(self, X, y, glm, continuing, sample_weight=None):
         n = X.shape[0]
         batch = DEFAULT_BATCH_SIZE if self.batch_size == "auto" else self.batch_size
         # alpha='auto' (ridge) is resolved by the hook below, before anything
         # depends on it
         alpha = 1.0 if isinstance(self.alpha, str) else float(self.alpha)
         ctx = FitContext(X, y, glm, alpha, bool(self.fit_intercept),
-                         int(min(batch, n)))
+                         int(min(batch, n)), sample_weight)
         ctx.options.update(temperature=float(self.temperature), access=self.access,
                            snapshot_period=self.snapshot_period,
                            pv_threshold=self.pv_threshold, pilot_steps=self.pilot_steps,
@@ -306,7 +338,8 @@ class BaseSGMCMC(BaseEstimator):
                                if SUBSAMPLINGS[setup.subsampling].index_chain else 0),
             ewsg_x=EWSG_X_MODES[self.ewsg_x], metric=setup.metric,
             metropolis=setup.metropolis, max_abs_z=setup.notes.get("max_abs_z", np.inf),
-            bounds=setup.notes.get("bounds"), verbose=int(self.verbose))
+            bounds=setup.notes.get("bounds"), verbose=int(self.verbose),
+            sample_weight=sample_weight)
         pool = ChainPool(X, y, spec, [dict(s) for s in states], n_jobs=self.n_jobs)
         plan = self._plan(ctx, setup, continuing)
         plan.retune = self._retuner(ctx, setup, pool)

@@ -3,13 +3,32 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
 
-# Small chains keep the ~50 checks per estimator fast; every check must pass.
+# Small chains keep the ~50 checks per estimator fast; every check must pass
+# but the two below, whose reason is written out.
 _SMALL = dict(n_samples=200, n_warmup=200, n_chains=2)
+
+# These compare the predictions of a fit with integer weights and of a fit on
+# repeated rows to 1e-7: a sampler's two fits are different Monte Carlo runs
+# (the data and so the minibatches differ), equal in law, not draw for draw.
+# tests/test_weights.py checks the law against exact and reference posteriors.
+_SAME_LAW_NOT_SAME_DRAWS = (
+    "integer sample_weight gives the posterior of repeated rows in law, not the same "
+    "Monte Carlo draws (tested statistically in tests/test_weights.py)")
+
+
+def _expected_failures(estimator):
+    # the logistic fits at these settings take exact gradients (Metropolis-
+    # adjusted HMC): the two runs then agree to rounding and the check passes
+    if not isinstance(estimator, SGMCMCRidge):
+        return {}
+    return {check: _SAME_LAW_NOT_SAME_DRAWS for check in (
+        "check_sample_weight_equivalence_on_dense_data",
+        "check_sample_weight_equivalence_on_sparse_data")}
 
 
 @parametrize_with_checks([
     SGMCMCLogisticRegression(**_SMALL),
     SGMCMCRidge(**_SMALL),
-])
+], expected_failed_checks=_expected_failures)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)

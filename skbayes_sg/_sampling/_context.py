@@ -48,6 +48,11 @@ class FitContext:
     fit_intercept : bool
     batch_size : int
         The minibatch size b (already clipped to [1, n]).
+    sample_weight : ndarray of shape (n,) or None
+        Datum weights ``w_i``: the potential is
+        ``alpha/2 ||theta||^2 + sum_i w_i U_i`` (None: every ``w_i = 1``).
+        Every per-datum quantity below (losses, residuals, curvatures) is
+        that of the weighted datum ``w_i U_i``.
     """
 
     X: object
@@ -56,6 +61,7 @@ class FitContext:
     alpha: float
     fit_intercept: bool
     batch_size: int
+    sample_weight: object = None
     options: dict = field(default_factory=dict)   # estimator settings (access, ...)
     _cache: dict = field(default_factory=dict, repr=False)
     # per-datum gradient evaluations spent on set-up: every full pass over the
@@ -73,6 +79,14 @@ class FitContext:
     @property
     def dim(self):
         return self.glm.n_outputs * self.dext
+
+    def _weigh(self, values, start):
+        """Scale per-datum values of the rows ``start:start + len(values)`` by
+        their weights (first axis); unchanged without weights."""
+        if self.sample_weight is None:
+            return values
+        w = self.sample_weight[start:start + len(values)]
+        return values * w.reshape((-1,) + (1,) * (np.ndim(values) - 1))
 
     # ------------------------------------------------------------------
     def set_alpha(self, alpha):
@@ -112,7 +126,7 @@ class FitContext:
     def potential_and_grad(self, theta):
         """Exact ``U(theta)`` and its gradient (numpy)."""
         return potential_and_grad(theta, self.X, self.y, self.glm, self.alpha,
-                                  self.fit_intercept)
+                                  self.fit_intercept, self.sample_weight)
 
     def mode(self):
         """MAP estimate ``theta_hat`` (cached): Newton's method with a
@@ -146,13 +160,13 @@ class FitContext:
             Xc = self.X[start:start + ROW_CHUNK]
             yc = self.y[start:start + ROW_CHUNK]
             Z = linear_predictor(Xc, Theta, self.fit_intercept)
-            u += float(self.glm.loss(Z, yc).sum())
-            R = self.glm.residual(Z, yc)
+            u += float(self._weigh(self.glm.loss(Z, yc), start).sum())
+            R = self._weigh(self.glm.residual(Z, yc), start)
             G[:, :d] += np.asarray(Xc.T @ R).T
             if self.fit_intercept:
                 G[:, d] += R.sum(axis=0)
             Xe = _dense_ext(Xc, self.fit_intercept)
-            W = self.glm.hessian_weights(Z, yc)
+            W = self._weigh(self.glm.hessian_weights(Z, yc), start)
             if W.ndim == 1:
                 B = Xe.T @ (Xe * W[:, None])
                 for k in range(K):
@@ -240,7 +254,8 @@ class FitContext:
     def curvature_bound(self):
         """L >= lambda_max(grad^2 U) for every theta: alpha + c lambda_max(X_ext^T X_ext)."""
         if "L" not in self._cache:
-            self._cache["L"] = self.alpha + self.glm.curvature_bound() * self.gram_norm()
+            self._cache["L"] = (self.alpha + self.glm.curvature_bound()
+                                * self.gram_norm(row_weight=self.sample_weight))
         return self._cache["L"]
 
     def curvature(self, theta=None, col_scale=None):
@@ -257,7 +272,8 @@ class FitContext:
             if col_scale is None:
                 return self.curvature_bound()
             return (self.alpha * np.max(col_scale) ** 2
-                    + self.glm.curvature_bound() * self.gram_norm(col_scale))
+                    + self.glm.curvature_bound() * self.gram_norm(col_scale,
+                                                                  self.sample_weight))
         hw = self.hessian_row_weights(theta)
         scale_max = 1.0 if col_scale is None else np.max(col_scale) ** 2
         return self.alpha * scale_max + self.gram_norm(col_scale, hw)
@@ -274,8 +290,9 @@ class FitContext:
             hw = None
             for start in range(0, self.n, ROW_CHUNK):
                 Xc = self.X[start:start + ROW_CHUNK]
-                H = self.glm.hessian_weights(linear_predictor(Xc, Theta, self.fit_intercept),
-                                             self.y[start:start + ROW_CHUNK])
+                H = self._weigh(self.glm.hessian_weights(
+                    linear_predictor(Xc, Theta, self.fit_intercept),
+                    self.y[start:start + ROW_CHUNK]), start)
                 if H.ndim == 3 and not full:
                     H = np.einsum("nkk->n", H)
                 if hw is None:
@@ -309,8 +326,9 @@ class FitContext:
             G = np.zeros((K, self.dext))
             for start in range(0, self.n, ROW_CHUNK):
                 Xc = self.X[start:start + ROW_CHUNK]
-                Rc = self.glm.residual(linear_predictor(Xc, Theta, self.fit_intercept),
-                                       self.y[start:start + ROW_CHUNK])
+                Rc = self._weigh(self.glm.residual(
+                    linear_predictor(Xc, Theta, self.fit_intercept),
+                    self.y[start:start + ROW_CHUNK]), start)
                 R[start:start + len(Rc)] = Rc
                 G[:, :d] += np.asarray(Xc.T @ Rc).T
                 if self.fit_intercept:
@@ -498,8 +516,9 @@ class FitContext:
         for start in range(0, self.n, ROW_CHUNK):
             Xc = self.X[start:start + ROW_CHUNK]
             Xe = _dense_ext(Xc, self.fit_intercept)
-            Hw = self.glm.hessian_weights(linear_predictor(Xc, Theta, self.fit_intercept),
-                                          self.y[start:start + ROW_CHUNK])
+            Hw = self._weigh(self.glm.hessian_weights(
+                linear_predictor(Xc, Theta, self.fit_intercept),
+                self.y[start:start + ROW_CHUNK]), start)
             sq = np.einsum("ij,ij->i", Xe, Xe)
             if Hw.ndim == 1:  # C_i = h_i I_K: tr(C Q C) = h_i^2 sum_k Q_kk
                 q = sum(np.einsum("ij,jl,il->i", Xe, S[k, :, k, :], Xe) for k in range(K))
@@ -572,8 +591,8 @@ class FitContext:
         s2 = np.zeros((K, dext))
         for start in range(0, self.n, ROW_CHUNK):
             Xc = self.X[start:start + ROW_CHUNK]
-            R = self.glm.residual(linear_predictor(Xc, Theta, self.fit_intercept),
-                                  self.y[start:start + ROW_CHUNK])
+            R = self._weigh(self.glm.residual(linear_predictor(Xc, Theta, self.fit_intercept),
+                                              self.y[start:start + ROW_CHUNK]), start)
             X2 = Xc.multiply(Xc) if sp.issparse(Xc) else np.square(Xc, dtype=np.float64)
             s1[:, :d] += np.asarray(Xc.T @ R).T
             s2[:, :d] += np.asarray(X2.T @ (R * R)).T
@@ -590,8 +609,9 @@ class FitContext:
         out = np.zeros((K, dext))
         for start in range(0, self.n, ROW_CHUNK):
             Xc = self.X[start:start + ROW_CHUNK]
-            Hw = self.glm.hessian_weights(linear_predictor(Xc, Theta, self.fit_intercept),
-                                          self.y[start:start + ROW_CHUNK])
+            Hw = self._weigh(self.glm.hessian_weights(
+                linear_predictor(Xc, Theta, self.fit_intercept),
+                self.y[start:start + ROW_CHUNK]), start)
             Hw = Hw[:, None] if Hw.ndim == 1 else np.einsum("nkk->nk", Hw)  # (rows, K)
             X2 = Xc.multiply(Xc) if sp.issparse(Xc) else np.square(Xc, dtype=np.float64)
             out[:, :d] += np.asarray(X2.T @ Hw).T

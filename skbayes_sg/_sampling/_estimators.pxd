@@ -31,13 +31,25 @@ ctypedef struct ProblemStore:
     intp n             # rows
     intp dim           # K * dext
     double inv_noise_var
+    const double* weight  # per-datum weights w_i (U_i scaled by w_i); NULL: all 1
 
 
 cdef inline void datum_residual(const ProblemStore* P, intp i, const double* theta,
                                 double* z, double* r) noexcept nogil:
-    """r = phi'(theta @ (x_i, 1), y_i) (K values); z is K scratch."""
+    """r = w_i phi'(theta @ (x_i, 1), y_i) (K values); z is K scratch.
+
+    The weight is folded into the residual, so every estimator built on it
+    estimates the gradient of the weighted potential ``sum_i w_i U_i``."""
+    cdef int k
     row_dot(P.X, i, theta, P.K, z)
     glm_residual(P.model, z, P.K, P.y + i * P.y_stride, P.inv_noise_var, r)
+    if P.weight != NULL:
+        for k in range(P.K):
+            r[k] *= P.weight[i]
+
+
+cdef inline double datum_weight(const ProblemStore* P, intp i) noexcept nogil:
+    return 1.0 if P.weight == NULL else P.weight[i]
 
 
 cdef class Problem:
@@ -45,6 +57,7 @@ cdef class Problem:
     cdef ProblemStore store
     cdef RowData data
     cdef object _keep
+    cdef object _weight   # keeps the weights ``store.weight`` points into
 
 
 cdef class GradientEstimator:

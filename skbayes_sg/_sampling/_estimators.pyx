@@ -35,10 +35,15 @@ cdef class Problem:
         K (number of classes for softmax, else 1).
     noise_var : float
         Gaussian noise variance.
+    sample_weight : ndarray of shape (n_rows,) or None
+        Nonnegative weights ``w_i``: datum i's potential is ``w_i U_i``
+        (frequency weights: an integer weight is that many copies of the row).
     """
 
-    def __cinit__(self, RowData data, y, str model, int n_outputs, double noise_var=1.0):
+    def __cinit__(self, RowData data, y, str model, int n_outputs, double noise_var=1.0,
+                  sample_weight=None):
         cdef const double[::1] yv
+        cdef const double[::1] wv
         if model not in MODEL_KINDS:
             raise ValueError("unknown model %r" % model)
         y_arr = np.asarray(y)
@@ -61,6 +66,16 @@ cdef class Problem:
         self.store.n = data.store.n_rows
         self.store.dim = n_outputs * data.store.dext
         self.store.inv_noise_var = 1.0 / noise_var
+        self.store.weight = NULL
+        self._weight = None
+        if sample_weight is not None:
+            wv = np.ascontiguousarray(sample_weight, dtype=np.float64)
+            if wv.shape[0] != n_rows:
+                raise ValueError("sample_weight has %d values, expected %d"
+                                 % (wv.shape[0], n_rows))
+            self._weight = wv
+            if n_rows > 0:
+                self.store.weight = &wv[0]
 
     @property
     def dim(self):
@@ -176,8 +191,8 @@ cdef class FullGradient(GradientEstimator):
         for i in range(P.n):
             datum_residual(P, i, theta, &self.zbuf[0], &self.rbuf[0])
             if self.with_potential:  # z_i is in zbuf: the loss costs no second dot product
-                u += glm_loss(P.model, &self.zbuf[0], P.K, P.y + i * P.y_stride,
-                              P.inv_noise_var)
+                u += datum_weight(P, i) * glm_loss(P.model, &self.zbuf[0], P.K,
+                                                   P.y + i * P.y_stride, P.inv_noise_var)
             row_axpy(P.X, i, &self.rbuf[0], P.K, c.grad)
         c.potential = u
         self.n_evals += P.n

@@ -82,9 +82,11 @@ class GLM:
         P = softmax(Z, axis=1)
         return np.einsum("nk,kl->nkl", P, np.eye(Z.shape[1])) - P[:, :, None] * P[:, None, :]
 
-    def lipschitz(self, X, fit_intercept):
-        """Per-datum Lipschitz constants ``L_i`` of ``grad U_i``: c ||(x_i, 1)||^2."""
-        return self.curvature_bound() * row_norms_sq(X, fit_intercept)
+    def lipschitz(self, X, fit_intercept, sample_weight=None):
+        """Per-datum Lipschitz constants ``L_i`` of ``grad (w_i U_i)``:
+        ``c w_i ||(x_i, 1)||^2`` (``w_i = 1`` without weights)."""
+        L = self.curvature_bound() * row_norms_sq(X, fit_intercept)
+        return L if sample_weight is None else L * sample_weight
 
 
 def row_norms_sq(X, fit_intercept):
@@ -105,14 +107,19 @@ def linear_predictor(X, Theta, fit_intercept):
     return Z
 
 
-def potential_and_grad(theta, X, y, glm, alpha, fit_intercept):
-    """Exact ``U(theta)`` and ``grad U(theta)`` (flat theta of length K*dext)."""
+def potential_and_grad(theta, X, y, glm, alpha, fit_intercept, sample_weight=None):
+    """Exact ``U(theta)`` and ``grad U(theta)`` (flat theta of length K*dext);
+    with ``sample_weight``, ``U = alpha/2 ||theta||^2 + sum_i w_i U_i``."""
     K = glm.n_outputs
     Theta = theta.reshape(K, -1)
     Z = linear_predictor(X, Theta, fit_intercept)
     R = glm.residual(Z, y)
+    loss = glm.loss(Z, y)
+    if sample_weight is not None:
+        R = R * sample_weight[:, None]
+        loss = loss * sample_weight
     G = np.asarray((X.T @ R).T, dtype=np.float64)  # (K, d)
     if fit_intercept:
         G = np.hstack([G, R.sum(axis=0)[:, None]])
-    u = glm.loss(Z, y).sum() + 0.5 * alpha * theta @ theta
+    u = loss.sum() + 0.5 * alpha * theta @ theta
     return u, G.ravel() + alpha * theta

@@ -212,7 +212,7 @@ def _adaptive_coef(ctx, cfg):
     """
     V = ctx.options.get("pv_threshold", "auto")
     if V not in ("auto", "pilot"):
-        L = ctx.glm.lipschitz(ctx.X, ctx.fit_intercept)
+        L = ctx.glm.lipschitz(ctx.X, ctx.fit_intercept, ctx.sample_weight)
         p = cfg["weights"] / cfg["weights"].sum() if "weights" in cfg else np.full(ctx.n, 1 / ctx.n)
         return float(np.sum(L ** 2 / p) / V)
     if V == "auto":
@@ -225,7 +225,8 @@ def _adaptive_coef(ctx, cfg):
 
     pilot = {k: v for k, v in cfg.items() if k not in ("centre", "adaptive_coef")}
     problem = _estimators.Problem(RowData(ctx.X, ctx.fit_intercept), ctx.y,
-                                  ctx.glm.name, ctx.glm.n_outputs, ctx.glm.noise_var)
+                                  ctx.glm.name, ctx.glm.n_outputs, ctx.glm.noise_var,
+                                  ctx.sample_weight)
     est = _build_glm(problem, pilot)
     noise = GradientNoise(ctx, SUBSAMPLINGS["cv"], ctx.mode())
     h = ctx.options.get("step_size", "auto")

@@ -117,6 +117,7 @@ class ChainSpec:
     max_abs_z: float = np.inf         # |z_j| beyond which a chain counts as diverged
     bounds: object = None             # (center, scale, max_sds) the parameters must stay in
     verbose: int = 0
+    sample_weight: object = None      # (n,) datum weights w_i, or None (all 1)
 
 
 @dataclass
@@ -236,7 +237,7 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
     theta = np.array(state["theta"], dtype=np.float64)
 
     problem = Problem(RowData(X, spec.fit_intercept), y, spec.model, spec.n_outputs,
-                      spec.noise_var)
+                      spec.noise_var, spec.sample_weight)
     estimator = SUBSAMPLINGS[spec.subsampling].build(problem, spec.subsampling_config)
     if state.get("estimator") is not None and hasattr(estimator, "set_state"):
         estimator.set_state(state["estimator"])  # tables, snapshot, schedule, cursor

@@ -8,7 +8,10 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 
-from .._base import BaseSGMCMC
+from sklearn.utils.class_weight import compute_sample_weight
+from sklearn.utils.validation import _check_sample_weight
+
+from .._base import BaseSGMCMC, _normalised_weights
 from .._sampling._context import MAX_DENSE_LAPLACE
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
 
@@ -275,6 +278,13 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
         ``alpha = gamma / |theta_hat|^2``, then a Brent search on the
         approximate evidence itself; each step a mode search, counted in
         ``n_setup_passes_``; up to 4,000 parameters), stored in ``alpha_``.""") + """
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes, as in scikit-learn: ``{label: weight}``, or
+        ``"balanced"`` for ``n_samples / (n_classes * np.bincount(y))``.  A
+        row's log-likelihood is multiplied by its class's weight (times its
+        ``sample_weight`` in ``fit``): the posterior of a reweighted data
+        set, not of the data as observed.
+
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -305,7 +315,37 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
     _parameter_constraints = {
         **BaseSGMCMC._parameter_constraints,
         "alpha": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
     }
+
+    def __init__(self, *, sampler="auto", subsampling="auto", metric="auto",
+                 metropolis="auto", step_size="auto", batch_size="auto", n_samples="auto",
+                 n_warmup="auto", thin="auto", target_ess="auto", max_passes="auto",
+                 max_time=None, n_chains=4, n_jobs=None, random_state=None, alpha=1.0,
+                 fit_intercept=True, temperature=1.0, friction="auto", init="auto",
+                 ewsg_chain_length=1, ewsg_x="auto", access="random", snapshot_period="auto",
+                 pv_threshold="auto", pilot_steps=500, n_leapfrog="auto", inv_mass=1.0,
+                 warm_start=False, verbose=0, class_weight=None):
+        super().__init__(
+            sampler=sampler, subsampling=subsampling, metric=metric, metropolis=metropolis,
+            step_size=step_size, batch_size=batch_size, n_samples=n_samples,
+            n_warmup=n_warmup, thin=thin, target_ess=target_ess, max_passes=max_passes,
+            max_time=max_time, n_chains=n_chains, n_jobs=n_jobs, random_state=random_state,
+            alpha=alpha, fit_intercept=fit_intercept, temperature=temperature,
+            friction=friction, init=init, ewsg_chain_length=ewsg_chain_length, ewsg_x=ewsg_x,
+            access=access, snapshot_period=snapshot_period, pv_threshold=pv_threshold,
+            pilot_steps=pilot_steps, n_leapfrog=n_leapfrog, inv_mass=inv_mass,
+            warm_start=warm_start, verbose=verbose)
+        self.class_weight = class_weight
+
+    def _row_weights(self, X, y, sample_weight):
+        """``sample_weight`` times the weight of each row's class."""
+        if self.class_weight is None:
+            return super()._row_weights(X, y, sample_weight)
+        check_classification_targets(y)
+        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True,
+                                 allow_all_zero_weights=True)
+        return _normalised_weights(w * compute_sample_weight(self.class_weight, y))
 
     def _fit_context_hook(self, ctx):
         if isinstance(self.alpha, str):

@@ -108,13 +108,21 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
                        and not isinstance(self.noise_var, str) else None)
         given_alpha = None if isinstance(self.alpha, str) else float(self.alpha)
         sigma2, alpha, n_passes = _maximise_evidence(ctx.X, ctx.y, ctx.fit_intercept,
-                                                     alpha=given_alpha, noise_var=given_noise)
+                                                     alpha=given_alpha, noise_var=given_noise,
+                                                     sample_weight=ctx.sample_weight)
         ctx.n_grad_evals += n_passes * ctx.n
         ctx.alpha = alpha
         ctx.glm.noise_var = sigma2
         self.noise_var_ = sigma2
-        if (given_noise is None and given_alpha is not None
-                and sigma2 <= 1e-9 * (float(np.var(ctx.y)) + 1.0)):
+        collapsed = sigma2 <= 1e-9 * (_weighted_moments(ctx.y, ctx.sample_weight)[1] + 1.0)
+        if given_noise is None and collapsed and ctx.sample_weight is not None:
+            warnings.warn(
+                f"The evidence puts the noise variance at {sigma2:.3g}: the weights act as "
+                "repeated rows, and repeated rows that the coefficients can fit exactly "
+                "(here the features outnumber the distinct rows) look noise-free. Pass "
+                "noise_var, or weights that do not count rows more than once.",
+                UserWarning, stacklevel=3)
+        elif given_noise is None and given_alpha is not None and collapsed:
             # the user's prior lets the coefficients interpolate y: the
             # evidence then leaves no noise, and predictions away from the
             # data carry the prior's whole variance
@@ -134,7 +142,8 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
         # fix, rather than fail quietly.
         if not self.fit_intercept or ctx.n < 2:
             return
-        y_mean, y_sd = float(np.mean(ctx.y)), float(np.std(ctx.y))
+        y_mean, y_var = _weighted_moments(ctx.y, ctx.sample_weight)
+        y_sd = float(np.sqrt(y_var))
         if isinstance(self.alpha, str):
             if abs(y_mean) > 3.0 * y_sd:
                 warnings.warn(
@@ -234,6 +243,12 @@ MAX_EVIDENCE_DIM = 3000
 TRACE_PROBES = 16
 
 
+def _weighted_moments(y, sample_weight):
+    """Mean and variance of y, each row counted ``sample_weight`` times."""
+    mean = float(np.average(y, weights=sample_weight))
+    return mean, float(np.average((y - mean) ** 2, weights=sample_weight))
+
+
 def _estimate_noise_var(X, y, alpha, fit_intercept):
     """The noise variance that maximises the evidence, given ``alpha``.
 
@@ -243,7 +258,7 @@ def _estimate_noise_var(X, y, alpha, fit_intercept):
     return sigma2, n_passes
 
 
-def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None):
+def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None, sample_weight=None):
     """Type-II maximum likelihood of the prior precision and noise variance.
 
     With ``w ~ N(0, I / alpha)`` (intercept included), the targets are
@@ -265,6 +280,12 @@ def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None):
     ``s = ||y - X_a w_MAP||^2 / (n - gamma)``, ``gamma = p - alpha s tr((X_a^T X_a + alpha s I)^-1)``,
     the trace estimated from ``TRACE_PROBES`` Rademacher probes.
 
+    Frequency weights ``w_i`` (the log-likelihood ``sum_i w_i log N(y_i;
+    x_i^T theta, s)``) enter as the rows ``sqrt(w_i) (x_i, 1)`` and targets
+    ``sqrt(w_i) y_i``, with ``N = sum_i w_i`` in place of ``n`` in the
+    normaliser (``(N - r) log s``): the evidence of the data with row i
+    repeated ``w_i`` times, exactly, for integer weights.
+
     Parameters
     ----------
     X : ndarray or CSR matrix of shape (n, d)
@@ -273,6 +294,8 @@ def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None):
     fit_intercept : bool
     alpha, noise_var : float or None
         Given values, or None to estimate.
+    sample_weight : ndarray of shape (n,) or None
+        Frequency weights (None: all 1).
 
     Returns
     -------
@@ -287,9 +310,14 @@ def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None):
     y = np.asarray(y, dtype=np.float64)
     n = X.shape[0]
     p = X.shape[1] + int(fit_intercept)
-    floor = 1e-12 * (float(np.var(y)) + 1.0)
+    floor = 1e-12 * (_weighted_moments(y, sample_weight)[1] + 1.0)
     if alpha is not None and noise_var is not None:
         return float(noise_var), float(alpha), 0
+    sqrt_w = None
+    if sample_weight is not None:
+        sqrt_w = np.sqrt(sample_weight)
+        y = sqrt_w * y
+        n_eff = float(np.sum(sample_weight))   # N: the normaliser's count of rows
     if min(n, p) > MAX_EVIDENCE_DIM:
         if alpha is None:
             raise ValueError(
@@ -297,9 +325,11 @@ def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None):
                 f"a {min(n, p)} x {min(n, p)} Gram matrix, above the {MAX_EVIDENCE_DIM} this "
                 "estimator allows; pass alpha as a number (e.g. alpha=1.0 on standardised "
                 "features).")
-        sigma2, n_passes = _noise_var_fixed_point(X, y, alpha, fit_intercept)
+        sigma2, n_passes = _noise_var_fixed_point(X, y, alpha, fit_intercept, sqrt_w=sqrt_w)
         return max(sigma2, floor), float(alpha), n_passes
-    lam, q = _spectrum(X, y, fit_intercept, dual=n < p)
+    lam, q = _spectrum(X, y, fit_intercept, dual=n < p, sqrt_w=sqrt_w)
+    if sqrt_w is not None:
+        n = n_eff
     keep = lam > 1e-12 * max(float(lam.max(initial=0.0)), 1e-300)
     lam, q = lam[keep], q[keep]
     residual = max(float(y @ y) - float(q.sum()), 0.0)
@@ -349,10 +379,11 @@ def _grid_then_brent(f, lo, hi, spacing=0.5 * np.log(10.0)):
     return float(values[i]), float(grid[i])
 
 
-def _spectrum(X, y, fit_intercept, dual):
+def _spectrum(X, y, fit_intercept, dual, sqrt_w=None):
     """Nonnegative eigenvalues ``lambda`` of ``X_a^T X_a`` (or ``X_a X_a^T``
     with ``dual``) and ``q_i = (u_i^T y)^2`` for the unit left singular
-    vectors ``u_i``; one pass over ``X`` in row chunks."""
+    vectors ``u_i``; one pass over ``X`` in row chunks.  ``sqrt_w``: the
+    rows of ``X_a`` scaled by it (``y`` comes scaled already)."""
     n, d = X.shape
     p = d + int(fit_intercept)
     if dual:
@@ -360,6 +391,8 @@ def _spectrum(X, y, fit_intercept, dual):
         K = np.asarray(Xd @ Xd.T, dtype=np.float64)
         if fit_intercept:
             K += 1.0
+        if sqrt_w is not None:
+            K = sqrt_w[:, None] * K * sqrt_w[None, :]
         lam, U = np.linalg.eigh(K)
         return np.clip(lam, 0.0, None), (U.T @ y) ** 2
     G = np.zeros((p, p))
@@ -369,6 +402,8 @@ def _spectrum(X, y, fit_intercept, dual):
         Xc = Xc.toarray() if hasattr(Xc, "toarray") else np.asarray(Xc, dtype=np.float64)
         if fit_intercept:
             Xc = np.hstack([Xc, np.ones((Xc.shape[0], 1))])
+        if sqrt_w is not None:
+            Xc = Xc * sqrt_w[start:start + 4096, None]
         G += Xc.T @ Xc
         c += Xc.T @ y[start:start + 4096]
     lam, V = np.linalg.eigh(G)
@@ -378,12 +413,15 @@ def _spectrum(X, y, fit_intercept, dual):
     return lam, q
 
 
-def _noise_var_fixed_point(X, y, alpha, fit_intercept, n_iter=8, seed=0):
+def _noise_var_fixed_point(X, y, alpha, fit_intercept, n_iter=8, seed=0, sqrt_w=None):
     """MacKay's evidence fixed point for large ``n`` and ``p`` (see
     :func:`_estimate_noise_var`); the trace by Hutchinson's estimator with
-    damped least-squares solves."""
-    Xa = _intercept_operator(X, fit_intercept)
+    damped least-squares solves.  ``sqrt_w``: rows scaled by it (``y``
+    comes scaled), and ``N = sum_i w_i`` rows in the noise count."""
+    Xa = _intercept_operator(X, fit_intercept, sqrt_w)
     n, p = Xa.shape
+    if sqrt_w is not None:
+        n = float(np.sum(sqrt_w ** 2))
     rng = np.random.default_rng(seed)
     probes = rng.choice([-1.0, 1.0], size=(TRACE_PROBES, p))
     sigma2 = float(np.var(y)) if n > 1 and np.var(y) > 0 else 1.0
@@ -415,18 +453,20 @@ def _noise_var_fixed_point(X, y, alpha, fit_intercept, n_iter=8, seed=0):
     return sigma2, n_passes
 
 
-def _intercept_operator(X, fit_intercept):
-    """``(X, 1)`` (or ``X``) as a float64 linear operator, without copying ``X``."""
+def _intercept_operator(X, fit_intercept, row_scale=None):
+    """``diag(row_scale) (X, 1)`` (or without the constant column, or the
+    scale) as a float64 linear operator, without copying ``X``."""
     d = X.shape[1]
     p = d + int(fit_intercept)
 
     def matvec(w):
         w = np.ravel(w)
         z = np.asarray(X @ w[:d], dtype=np.float64)
-        return z + w[d] if fit_intercept else z
+        z = z + w[d] if fit_intercept else z
+        return z if row_scale is None else z * row_scale
 
     def rmatvec(u):
-        u = np.ravel(u)
+        u = np.ravel(u) if row_scale is None else np.ravel(u) * row_scale
         g = np.asarray(X.T @ u, dtype=np.float64)
         return np.append(g, u.sum()) if fit_intercept else g
 
