@@ -213,3 +213,24 @@ def test_class_weight_of_an_unknown_class_is_refused(cancer):
     X, y, _ = cancer
     with pytest.raises(ValueError, match="class"):
         SGMCMCLogisticRegression(class_weight={0: 1.0, 7: 2.0}, **SMALL).fit(X, y)
+
+
+def test_kernel_stein_discrepancy_scores_the_weighted_posterior(diabetes):
+    """The KSD of a weighted fit is small against the weighted posterior's
+    score and large against the unweighted one's; the weighted score is the
+    repeated data's."""
+    from skbayes_sg.diagnostics import ksd_from_estimator
+    from skbayes_sg.diagnostics._ksd import grad_log_posterior
+    from skbayes_sg._sampling._glm import GAUSSIAN, GLM
+
+    X, y, w = diabetes
+    est = SGMCMCRidge(alpha=1.0, noise_var=NOISE_VAR, random_state=0).fit(X, y, sample_weight=w)
+    right = ksd_from_estimator(est, X, y, sample_weight=w, max_draws=300)
+    wrong = ksd_from_estimator(est, X, y, max_draws=300)
+    assert wrong > 5 * right, (right, wrong)
+    thetas = np.random.default_rng(0).normal(size=(3, X.shape[1] + 1))
+    glm = GLM(GAUSSIAN, 1, NOISE_VAR)
+    np.testing.assert_allclose(
+        grad_log_posterior(thetas, X, y, glm, 1.0, True, sample_weight=w.astype(float)),
+        grad_log_posterior(thetas, np.repeat(X, w, axis=0), np.repeat(y, w), glm, 1.0, True),
+        rtol=1e-10, atol=1e-10)

@@ -232,7 +232,8 @@ def _encode_y(est, y):
     return y
 
 
-def grad_log_posterior(thetas, X, y, glm, alpha, fit_intercept, temperature=1.0):
+def grad_log_posterior(thetas, X, y, glm, alpha, fit_intercept, temperature=1.0,
+                       sample_weight=None):
     """Exact score ``-grad U(theta) / T`` of a GLM posterior at many draws at once.
 
     Parameters
@@ -247,6 +248,8 @@ def grad_log_posterior(thetas, X, y, glm, alpha, fit_intercept, temperature=1.0)
         Prior precision.
     fit_intercept : bool
     temperature : float, default=1.0
+    sample_weight : ndarray of shape (n,) or None, default=None
+        Datum weights ``w_i`` (the potential ``sum_i w_i U_i``).
 
     Returns
     -------
@@ -272,6 +275,8 @@ def grad_log_posterior(thetas, X, y, glm, alpha, fit_intercept, temperature=1.0)
         Z = np.asarray(Xc @ W.T, dtype=np.float64).reshape(m, S_, K) + b[None]
         yc = np.repeat(np.asarray(y[start:start + rows], dtype=np.float64), S_)
         R = glm.residual(Z.reshape(m * S_, K), yc).reshape(m, S_ * K)
+        if sample_weight is not None:
+            R = R * np.asarray(sample_weight[start:start + rows], dtype=np.float64)[:, None]
         XtR = Xc.T @ R
         G[:, :, :d] += np.asarray(XtR.toarray() if sp.issparse(XtR) else XtR).T.reshape(S_, K, d)
         if fit_intercept:
@@ -281,7 +286,7 @@ def grad_log_posterior(thetas, X, y, glm, alpha, fit_intercept, temperature=1.0)
 
 
 def ksd_from_estimator(est, X, y, *, c=1.0, beta=-0.5, statistic="v", per_chain=False,
-                       max_draws=None):
+                       max_draws=None, sample_weight=None):
     """IMQ kernel Stein discrepancy of a fitted linear estimator's posterior draws.
 
     The score is the exact ``grad log pi = -grad U / T`` of the estimator's
@@ -307,6 +312,9 @@ def ksd_from_estimator(est, X, y, *, c=1.0, beta=-0.5, statistic="v", per_chain=
     max_draws : int or None, default=None
         Use at most this many draws per chain (evenly thinned): the KSD costs
         O(N^2) in the number N of draws.
+    sample_weight : array-like of shape (n_samples,), default=None
+        The weights the estimator was fitted with (its ``class_weight`` is
+        applied as in ``fit``): the score is that of the weighted posterior.
 
     Returns
     -------
@@ -327,6 +335,7 @@ def ksd_from_estimator(est, X, y, *, c=1.0, beta=-0.5, statistic="v", per_chain=
     """
     glm = _model_of(est)
     X = est._validate_X_predict(X)
+    weights = est._row_weights(X, np.asarray(y), sample_weight)
     y = _encode_y(est, y)
     if X.shape[0] != y.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows and y {y.shape[0]} values.")
@@ -339,7 +348,7 @@ def ksd_from_estimator(est, X, y, *, c=1.0, beta=-0.5, statistic="v", per_chain=
     flat = draws.reshape(C * N, dim)
     alpha = float(getattr(est, "alpha_", est.alpha))
     score = grad_log_posterior(flat, X, y, glm, alpha, bool(est.fit_intercept),
-                               float(est.temperature)).reshape(C, N, dim)
+                               float(est.temperature), weights).reshape(C, N, dim)
     if per_chain:
         return np.array([ksd(draws[k], score[k], c=c, beta=beta, statistic=statistic)
                          for k in range(C)])
