@@ -10,10 +10,13 @@ the command prints
 
 - the posterior summary (mean, sd, quantiles, bulk/tail ESS, R-hat per
   coefficient; :func:`skbayes_sg.diagnostics._convergence.summary`) and the
-  convergence check;
+  convergence check; for the network (``--model mlp``) a short summary
+  instead (:func:`_report_network`: the range of the parameters' ESS and
+  R-hat, and the ESS and R-hat of the draws' log-likelihood, which decide
+  convergence);
 - held-out metrics: accuracy and log-loss of the posterior predictive
-  (logistic), or RMSE of the posterior mean and mean log predictive density
-  (ridge);
+  (logistic, mlp), or RMSE of the posterior mean and mean log predictive
+  density (ridge);
 
 and saves the draws with their metadata (``--out``): a path ending in ``.nc``
 gets ``est.to_inference_data(X_train, y_train)`` as netCDF (ArviZ, with the
@@ -36,6 +39,11 @@ pickling):
     ``n_grad_evals_``, ``sampling_time_``, the held-out metrics, the target
     scaling of ridge (``y_mean``, ``y_scale``), ``noise_var_`` and the
     skbayes_sg version.
+
+``--model mlp`` writes ``.npz`` only, with ``coef_samples`` (flat parameter
+vectors), ``layer_sizes``, ``ess_bulk``, ``r_hat`` (per parameter) and
+``log_likelihood_trace`` in place of the intercepts and the summary table
+(:func:`_network_arrays`).
 
 Besides the hand-written flags of :func:`add_arguments` (:data:`HAND_WRITTEN`),
 every other estimator parameter gets a flag generated from the estimators'
@@ -74,15 +82,29 @@ from sklearn.utils.sparsefuncs import mean_variance_axis, min_max_axis
 from . import __version__
 from ._sampling._registry import SAMPLERS, SUBSAMPLINGS
 from .diagnostics._convergence import (
-    MCMCConvergenceWarning, SummaryTable, check_convergence, summary)
+    MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, MCMCConvergenceWarning, SummaryTable,
+    bulk_ess_and_rhat, check_convergence, ess, rhat, summary)
 from .linear_model import SGMCMCLogisticRegression, SGMCMCRidge
+from .neural_network import SGMCMCMLPClassifier
 
 __all__ = ["add_arguments", "run", "fit_file", "load_csv", "load_libsvm", "DataError",
            "MissingDependencyError", "generated_flags", "estimator_params"]
 
-MODELS = {"logistic": SGMCMCLogisticRegression, "ridge": SGMCMCRidge}
+MODELS = {"logistic": SGMCMCLogisticRegression, "mlp": SGMCMCMLPClassifier,
+          "ridge": SGMCMCRidge}
+CLASSIFIERS = ("logistic", "mlp")
 MAX_SUMMARY_ROWS = 40   # printed rows of the summary (all of them go to --out)
 WRAP = 88               # width of the wrapped convergence warnings
+# --model mlp: training rows whose log-likelihood per draw is the convergence trace
+MLP_TRACE_ROWS = 2000
+# --model mlp on libsvm data: densified up to this many numbers (2 GiB of float64)
+MLP_DENSE_LIMIT = 2 ** 28
+# hand-written flags that SGMCMCMLPClassifier has no parameter for, and their
+# values when not given
+NOT_MLP = {"metric": ("--metric", "auto"), "init": ("--init", "auto"),
+           "n_jobs": ("--n-jobs", None)}
+# hand-written flags whose default "auto" means the network's own default
+MLP_AUTO_IS_DEFAULT = ("sampler", "subsampling", "n_samples", "n_warmup", "thin")
 
 
 class DataError(ValueError):
@@ -139,18 +161,21 @@ def add_arguments(parser):
                         help="DATA is in the libsvm/svmlight format (sparse)")
     parser.add_argument("--model", choices=sorted(MODELS), required=True,
                         help="logistic: SGMCMCLogisticRegression (binary or multinomial); "
-                             "ridge: SGMCMCRidge")
+                             "ridge: SGMCMCRidge; mlp: SGMCMCMLPClassifier (Bayesian neural "
+                             "network, needs torch)")
     parser.add_argument("--sampler", choices=["auto", *SAMPLERS], default="auto",
                         metavar="NAME",
-                        help=f"dynamics: auto or one of {', '.join(SAMPLERS)} (default: auto)")
+                        help=f"dynamics: auto or one of {', '.join(SAMPLERS)} (default: "
+                             "auto; --model mlp: sgld, psgld or sghmc, auto is sgld)")
     parser.add_argument("--subsampling", choices=["auto", *SUBSAMPLINGS], default="auto",
                         metavar="NAME",
                         help=f"gradient estimator: auto or one of {', '.join(SUBSAMPLINGS)} "
-                             "(default: auto)")
+                             "(default: auto; --model mlp: uniform, ewsg, svrg or cv, auto is "
+                             "uniform)")
     parser.add_argument("--metric", choices=("auto", "dense", "diagonal", "identity"),
                         default="auto",
                         help="coordinates of the sampler: the Laplace metric (dense or "
-                             "diagonal) or the identity (default: auto)")
+                             "diagonal) or the identity (default: auto; not --model mlp)")
     parser.add_argument("--test-size", type=float, default=0.2, dest="test_size",
                         help="held-out fraction of the rows, 0 for none (default: 0.2)")
     parser.add_argument("--standardize", action="store_true",
@@ -159,17 +184,19 @@ def add_arguments(parser):
                              "reports metrics in its original units")
     parser.add_argument("--n-samples", type=_auto_or(int), default="auto", dest="n_samples",
                         help="draws kept per chain, or 'auto' (default): until the effective "
-                             "sample size reaches its target")
+                             "sample size reaches its target (--model mlp: its default, 100)")
     parser.add_argument("--n-warmup", type=_auto_or(int), default="auto", dest="n_warmup",
-                        help="discarded steps per chain, or 'auto' (default)")
+                        help="discarded steps per chain, or 'auto' (default; --model mlp: "
+                             "1000)")
     parser.add_argument("--thin", type=_auto_or(int), default="auto",
-                        help="keep every THIN-th step, or 'auto' (default)")
+                        help="keep every THIN-th step, or 'auto' (default; --model mlp: 10)")
     parser.add_argument("--n-chains", type=int, default=4, dest="n_chains",
                         help="chains (default: 4)")
     parser.add_argument("--init", choices=("auto", "laplace", "mode", "prior", "zeros"),
                         default="auto",
                         help="start of the chains: overdispersed Laplace draws in the Laplace "
-                             "metric, the mode in the identity metric (default: auto)")
+                             "metric, the mode in the identity metric (default: auto; not "
+                             "--model mlp)")
     parser.add_argument("--step-size", type=_auto_or(float), default="auto", dest="step_size",
                         help="step size, or 'auto' (default)")
     parser.add_argument("--batch-size", type=_auto_or(int), default="auto", dest="batch_size",
@@ -181,7 +208,7 @@ def add_arguments(parser):
                         help="random_state of the split and of the sampler (default: 0)")
     parser.add_argument("--n-jobs", type=int, default=None, dest="n_jobs",
                         help="chains run in parallel (joblib); the draws do not depend on "
-                             "it (default: one)")
+                             "it (default: one; not --model mlp, whose chains run in turn)")
     parser.add_argument("--verbose", action="store_true",
                         help="print the progress of every chain")
     parser.add_argument("--out", default=None, metavar="PATH",
@@ -226,7 +253,7 @@ def generated_flags():
             flag["defaults"][model] = default
             for c in constraints.get(name, []):
                 if _value_word(c) is not None and not any(
-                        _same_constraint(c, d) for d in flag["constraints"]):
+                        _same_constraint(c, d) or _within(c, d) for d in flag["constraints"]):
                     flag["constraints"].append(c)
     for name, flag in list(flags.items()):
         if not flag["constraints"]:
@@ -248,9 +275,13 @@ def _value_word(constraint):
         return ["INT" if _is_integral(constraint) else "FLOAT"]
     if isinstance(constraint, str) and constraint == "boolean":
         return ["true", "false"]
+    if isinstance(constraint, str) and constraint == "array-like":
+        return ["N,N,..."]   # a comma-separated list (hidden_layer_sizes)
+    if constraint is str:
+        return ["TEXT"]      # any string (device)
     if constraint is None:
         return ["none"]
-    return None   # "array-like", "random_state", types, ...: not spelled here
+    return None   # "random_state", dict, other types, ...: not spelled here
 
 
 def _same_constraint(a, b):
@@ -261,6 +292,26 @@ def _same_constraint(a, b):
     if isinstance(a, Interval):
         return (a.type, a.left, a.right, a.closed) == (b.type, b.left, b.right, b.closed)
     return a == b
+
+
+def _within(a, b):
+    """Whether the values of interval ``a`` are all values of interval ``b``
+    of the same kind (the flag then reads the wider one; the estimator
+    refuses what its own constraint does not allow)."""
+    if not (isinstance(a, Interval) and isinstance(b, Interval)
+            and _is_integral(a) == _is_integral(b)):
+        return False
+    def closed(c, side):
+        return c.closed in (side, "both")
+    if b.left is not None and (a.left is None or a.left < b.left
+                               or (a.left == b.left and closed(a, "left")
+                                   and not closed(b, "left"))):
+        return False
+    if b.right is not None and (a.right is None or a.right > b.right
+                                or (a.right == b.right and closed(a, "right")
+                                    and not closed(b, "right"))):
+        return False
+    return True
 
 
 def _is_integral(interval):
@@ -286,7 +337,32 @@ def _describe(constraint):
         return f"{kind} in {low}{left:g}, {right:g}{high}"
     if constraint == "boolean":
         return "true or false"
+    if constraint == "array-like":
+        return "a comma-separated list of numbers (() for an empty one)"
+    if constraint is str:
+        return "a string"
     return "none"
+
+
+def _parse_list(word):
+    """``"100,50"``, ``"(100,)"``, ``"[3]"`` or ``"()"`` -> a tuple of ints
+    (floats when one is not an int); None when ``word`` is not such a list."""
+    inner = word
+    if len(inner) >= 2 and inner[0] + inner[-1] in ("()", "[]"):
+        inner = inner[1:-1]
+    parts = [p.strip() for p in inner.split(",")]
+    if parts and parts[-1] == "":
+        parts = parts[:-1]                      # "(100,)"
+    values = []
+    for part in parts:
+        try:
+            values.append(int(part))
+        except ValueError:
+            try:
+                values.append(float(part))
+            except ValueError:
+                return None
+    return tuple(values)
 
 
 def _parser_for(flag, constraints):
@@ -308,6 +384,12 @@ def _parser_for(flag, constraints):
             elif c == "boolean":
                 if word.lower() in ("true", "false"):
                     return word.lower() == "true"
+            elif c == "array-like":
+                values = _parse_list(word)
+                if values is not None:
+                    return values
+            elif c is str:
+                return word
             elif c is None and word.lower() == "none":
                 return None
         raise argparse.ArgumentTypeError(
@@ -327,6 +409,7 @@ def _parameter_docs(cls):
     for match in re.finditer(r"^(\w+) :[^\n]*\n((?:[ \t]+[^\n]*\n|\n)*)",
                              section.group(1) + "\n", re.M):
         text = " ".join(match.group(2).split()).replace("``", "")
+        text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text)   # :class:`x` -> x
         first = re.split(r"(?<=\.)\s+(?=[A-Z(`\"])", text, maxsplit=1)[0]
         if first.endswith(".") and len(first) <= 100:
             docs[match.group(1)] = first
@@ -338,6 +421,8 @@ def _text(value):
         return "true" if value else "false"
     if value is None:
         return "none"
+    if isinstance(value, (tuple, list)):
+        return ",".join(str(v) for v in value) or "()"
     return str(value)
 
 
@@ -363,13 +448,16 @@ def estimator_params(args):
     generated ones only when given.  A generated flag of a parameter the
     chosen model does not have raises :class:`DataError`.
     """
-    params = dict(
-        sampler=args.sampler, subsampling=args.subsampling, metric=args.metric,
-        n_samples=args.n_samples, n_warmup=args.n_warmup, thin=args.thin,
-        n_chains=args.n_chains, init=args.init, step_size=args.step_size,
-        batch_size=args.batch_size, random_state=args.seed,
-        n_jobs=args.n_jobs, verbose=int(args.verbose),
-        **({} if args.alpha is None else {"alpha": args.alpha}))
+    if args.model == "mlp":
+        params = _mlp_hand_written(args)
+    else:
+        params = dict(
+            sampler=args.sampler, subsampling=args.subsampling, metric=args.metric,
+            n_samples=args.n_samples, n_warmup=args.n_warmup, thin=args.thin,
+            n_chains=args.n_chains, init=args.init, step_size=args.step_size,
+            batch_size=args.batch_size, random_state=args.seed,
+            n_jobs=args.n_jobs, verbose=int(args.verbose),
+            **({} if args.alpha is None else {"alpha": args.alpha}))
     flags = generated_flags()
     for dest, value in sorted(vars(args).items()):
         if not dest.startswith(GENERATED_DEST):
@@ -381,6 +469,33 @@ def estimator_params(args):
                 f"of {' and '.join('--model ' + m for m in flag['models'])} "
                 f"({', '.join(MODELS[m].__name__ for m in flag['models'])}) only.")
         params[flag["name"]] = value
+    return params
+
+
+def _mlp_hand_written(args):
+    """The hand-written flags as ``SGMCMCMLPClassifier`` parameters.
+
+    ``--n-chains``, ``--step-size``, ``--batch-size``, ``--seed`` and
+    ``--verbose`` are passed as always; ``--sampler``, ``--subsampling``,
+    ``--n-samples``, ``--n-warmup`` and ``--thin`` only when not ``auto`` (the
+    network's own defaults apply), ``--alpha`` only when given. ``--metric``,
+    ``--init`` and ``--n-jobs``, which the network does not have, raise
+    :class:`DataError` when given a value other than their default.
+    """
+    for name, (flag, unset) in NOT_MLP.items():
+        if getattr(args, name) != unset:
+            raise DataError(
+                f"{flag} does not apply to --model mlp: it is a parameter of --model "
+                "logistic and --model ridge (SGMCMCLogisticRegression, SGMCMCRidge) only.")
+    params = dict(n_chains=args.n_chains, step_size=args.step_size,
+                  batch_size=args.batch_size, random_state=args.seed,
+                  verbose=int(args.verbose))
+    for name in MLP_AUTO_IS_DEFAULT:
+        value = getattr(args, name)
+        if value != "auto":
+            params[name] = value
+    if args.alpha is not None:
+        params["alpha"] = args.alpha
     return params
 
 
@@ -579,12 +694,20 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
     """
     say = _printer(stdout)
     engine = None
+    if model not in MODELS:
+        raise DataError(f"model={model!r} is not one of {sorted(MODELS)}.")
+    network = model == "mlp"
+    if network:
+        if out is not None and _is_netcdf(out):
+            raise DataError(
+                f"--out {out}: the .nc output is the ArviZ InferenceData of a linear "
+                "model's coefficients; --model mlp saves its draws to .npz (give a path "
+                "not ending in .nc).")
+        _check_torch()
     if out is not None:
         _check_writable(out)      # before the fit, not after it
         if _is_netcdf(out):
             engine = _netcdf_engine()
-    if model not in MODELS:
-        raise DataError(f"model={model!r} is not one of {sorted(MODELS)}.")
     if not 0 <= test_size < 1:
         raise DataError(f"test_size must be in [0, 1); got {test_size}.")
     if libsvm:
@@ -598,10 +721,18 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
                         f"as {y[0]!r}.")
     n, d = X.shape
     kind = "CSR" if sp.issparse(X) else "dense"
+    if network and sp.issparse(X):
+        if n * d > MLP_DENSE_LIMIT:
+            raise DataError(
+                f"--model mlp needs dense rows, and {data} ({n:,} x {d:,}, sparse) would "
+                f"take {n * d * 8 / 2 ** 30:.1f} GiB dense; reduce the features or the rows "
+                "first.")
+        X = X.toarray()
+        kind = "CSR, densified for the network"
     say(f"skbayes_sg {__version__} fit: {data} ({n:,} rows x {d:,} features, {kind})")
 
     stratify = None
-    if model == "logistic" and test_size > 0:
+    if model in CLASSIFIERS and test_size > 0:
         _, counts = np.unique(y, return_counts=True)
         stratify = y if counts.min() >= 2 else None
     if test_size > 0:
@@ -638,16 +769,23 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
 
     params = dict(estimator_params or {})
     est = MODELS[model](**params)
+    if network:
+        try:   # the network's refusals (subsampling="saga", ...) before the fit
+            est._check_params()
+        except ValueError as exc:
+            raise DataError(str(exc)) from None
     split = (f"{X_tr.shape[0]:,} training / {X_te.shape[0]:,} held-out rows"
              if X_te is not None else f"all {n:,} rows for training (no held-out rows)")
-    shown = ("sampler", "subsampling", "metric", "n_chains", "n_warmup", "n_samples", "alpha")
+    shown = ("hidden_layer_sizes", "sampler", "subsampling", "metric", "n_chains", "n_warmup",
+             "n_samples", "thin", "alpha")
+    current = est.get_params(deep=False)
     defaults = type(est)().get_params(deep=False)
-    extra = "".join(f", {k}={v!r}" for k, v in est.get_params(deep=False).items()
+    first = ", ".join(f"{k}={current[k]!r}" for k in shown
+                      if k in current and (k != "thin" or network))
+    extra = "".join(f", {k}={v!r}" for k, v in current.items()
                     if k not in shown and k not in ("random_state", "n_jobs", "verbose")
                     and _scalar(v) and not (_scalar(defaults.get(k)) and v == defaults[k]))
-    say(f"{type(est).__name__}(sampler={est.sampler!r}, subsampling={est.subsampling!r}, "
-        f"metric={est.metric!r}, n_chains={est.n_chains}, n_warmup={est.n_warmup!r}, "
-        f"n_samples={est.n_samples!r}, alpha={est.alpha!r}{extra}); {split}"
+    say(f"{type(est).__name__}({first}{extra}); {split}"
         + ("; features standardised" if standardize else ""))
     t0 = time.perf_counter()
     with warnings.catch_warnings():
@@ -655,6 +793,78 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         warnings.simplefilter("ignore", MCMCConvergenceWarning)
         est.fit(X_tr, t_tr)
     seconds = time.perf_counter() - t0
+    if network:
+        table = None
+        converged, diagnostics = _report_network(est, X_tr, y_tr, seconds, standardize, say)
+    else:
+        table, converged = _report_linear(est, names, model, standardize, seconds, say)
+        diagnostics = None
+
+    metrics = {}
+    if X_te is not None:
+        say()
+        if model in CLASSIFIERS:
+            proba = est.predict_proba(X_te)
+            metrics = dict(
+                accuracy=float(accuracy_score(y_te, est.classes_[proba.argmax(axis=1)])),
+                log_loss=float(log_loss(y_te, proba, labels=est.classes_)))
+            say(f"Held-out: accuracy {metrics['accuracy']:.4f}, log-loss "
+                f"{metrics['log_loss']:.4f} (posterior predictive, {len(y_te):,} rows)")
+        else:
+            mean = est.predict(X_te)
+            lpd = _ridge_log_predictive(est, X_te, t_te) - np.log(y_scale)
+            metrics = dict(rmse=float(y_scale * np.sqrt(np.mean((mean - t_te) ** 2))),
+                           mean_log_predictive_density=float(lpd.mean()))
+            say(f"Held-out: RMSE {metrics['rmse']:.4g}, mean log predictive density "
+                f"{metrics['mean_log_predictive_density']:.4f} ({len(y_te):,} rows"
+                + (", original target units)" if standardize else ")"))
+
+    if out is not None:
+        meta = dict(
+            skbayes_sg_version=__version__, data=str(data),
+            format="libsvm" if libsvm else "csv", target=target, model=model,
+            estimator=type(est).__name__, params=_jsonable(est.get_params()),
+            test_size=test_size, split_seed=seed, standardize=bool(standardize),
+            n_train=int(X_tr.shape[0]), n_test=int(0 if X_te is None else X_te.shape[0]),
+            step_size=est.step_size_, n_grad_evals=int(est.n_grad_evals_),
+            sampling_time=getattr(est, "sampling_time_", None), fit_time=seconds,
+            converged=bool(converged), metrics=metrics, y_mean=y_mean, y_scale=y_scale)
+        meta["alpha"] = float(est.alpha if network else est.alpha_)
+        if model == "ridge":
+            meta["noise_var"] = float(est.noise_var_)
+        if engine is not None:
+            _save_netcdf(out, engine, est, X_tr, y_tr if model == "logistic" else t_tr,
+                         names, x_mean, x_scale, meta)
+            say(f"Saved the draws, log likelihood and metadata to {out} (ArviZ "
+                "InferenceData, netCDF)")
+            return dict(estimator=est, summary=table, metrics=metrics, converged=converged,
+                        out=out)
+        if network:
+            arrays = _network_arrays(est, diagnostics, meta)
+        else:
+            arrays = dict(
+                coef_samples=est.coef_samples_, intercept_samples=est.intercept_samples_,
+                summary_values=np.asarray(table.values, dtype=np.float64),
+                summary_index=np.array([str(i) for i in table.index], dtype=str),
+                summary_columns=np.array([str(c) for c in table.columns], dtype=str))
+        arrays.update(feature_names=np.array(names, dtype=str), x_mean=x_mean,
+                      x_scale=x_scale, metadata=np.array(json.dumps(meta)))
+        if model in CLASSIFIERS:
+            classes = np.asarray(est.classes_)
+            arrays["classes"] = classes.astype(str) if classes.dtype == object else classes
+        np.savez(out, **arrays)
+        if not str(out).endswith(".npz"):
+            out = str(out) + ".npz"   # numpy.savez appends the suffix
+        say(f"Saved the draws and metadata to {out}")
+    result = dict(estimator=est, summary=table, metrics=metrics, converged=converged, out=out)
+    if network:
+        result["diagnostics"] = diagnostics
+    return result
+
+
+def _report_linear(est, names, model, standardize, seconds, say):
+    """The linear models' report: the settings used, the posterior summary
+    table and the convergence check; returns ``(table, converged)``."""
     say(f"sampler {est.sampler_!r}, subsampling {est.subsampling_!r}, {est.metric_} metric"
         + (", Metropolis-adjusted" if est.metropolis_ else "")
         + f": {est.n_warmup_} warm-up steps and {est.n_samples_} draws per chain "
@@ -681,61 +891,108 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
                               subsequent_indent="  "))
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return table, converged
 
-    metrics = {}
-    if X_te is not None:
-        say()
-        if model == "logistic":
-            proba = est.predict_proba(X_te)
-            metrics = dict(
-                accuracy=float(accuracy_score(y_te, est.classes_[proba.argmax(axis=1)])),
-                log_loss=float(log_loss(y_te, proba, labels=est.classes_)))
-            say(f"Held-out: accuracy {metrics['accuracy']:.4f}, log-loss "
-                f"{metrics['log_loss']:.4f} (posterior predictive, {len(y_te):,} rows)")
-        else:
-            mean = est.predict(X_te)
-            lpd = _ridge_log_predictive(est, X_te, t_te) - np.log(y_scale)
-            metrics = dict(rmse=float(y_scale * np.sqrt(np.mean((mean - t_te) ** 2))),
-                           mean_log_predictive_density=float(lpd.mean()))
-            say(f"Held-out: RMSE {metrics['rmse']:.4g}, mean log predictive density "
-                f"{metrics['mean_log_predictive_density']:.4f} ({len(y_te):,} rows"
-                + (", original target units)" if standardize else ")"))
 
-    if out is not None:
-        meta = dict(
-            skbayes_sg_version=__version__, data=str(data),
-            format="libsvm" if libsvm else "csv", target=target, model=model,
-            estimator=type(est).__name__, params=_jsonable(est.get_params()),
-            test_size=test_size, split_seed=seed, standardize=bool(standardize),
-            n_train=int(X_tr.shape[0]), n_test=int(0 if X_te is None else X_te.shape[0]),
-            step_size=est.step_size_, n_grad_evals=int(est.n_grad_evals_),
-            sampling_time=est.sampling_time_, fit_time=seconds, converged=bool(converged),
-            metrics=metrics, y_mean=y_mean, y_scale=y_scale)
-        meta["alpha"] = float(est.alpha_)
-        if model == "ridge":
-            meta["noise_var"] = float(est.noise_var_)
-        if engine is not None:
-            _save_netcdf(out, engine, est, X_tr, y_tr if model == "logistic" else t_tr,
-                         names, x_mean, x_scale, meta)
-            say(f"Saved the draws, log likelihood and metadata to {out} (ArviZ "
-                "InferenceData, netCDF)")
-            return dict(estimator=est, summary=table, metrics=metrics, converged=converged,
-                        out=out)
-        arrays = dict(
-            coef_samples=est.coef_samples_, intercept_samples=est.intercept_samples_,
-            feature_names=np.array(names, dtype=str), x_mean=x_mean, x_scale=x_scale,
-            summary_values=np.asarray(table.values, dtype=np.float64),
-            summary_index=np.array([str(i) for i in table.index], dtype=str),
-            summary_columns=np.array([str(c) for c in table.columns], dtype=str),
-            metadata=np.array(json.dumps(meta)))
-        if model == "logistic":
-            classes = np.asarray(est.classes_)
-            arrays["classes"] = classes.astype(str) if classes.dtype == object else classes
-        np.savez(out, **arrays)
-        if not str(out).endswith(".npz"):
-            out = str(out) + ".npz"   # numpy.savez appends the suffix
-        say(f"Saved the draws and metadata to {out}")
-    return dict(estimator=est, summary=table, metrics=metrics, converged=converged, out=out)
+def _report_network(est, X, y, seconds, standardize, say):
+    """The network's report: the settings used and a short posterior
+    summary instead of a table of its (many) parameters: the range of the
+    parameters' bulk ESS and R-hat, and the ESS and R-hat of the draws'
+    log-likelihood on (up to :data:`MLP_TRACE_ROWS`) training rows, a trace
+    without the weights' permutation symmetry, which decides convergence.
+    Returns ``(converged, diagnostics)``, the figures as a dict."""
+    n_chains, n_draws, n_params = est.coef_samples_.shape
+    say(f"sampler {est.sampler!r}, subsampling {est.subsampling!r} on {est.device_}: "
+        f"{est.n_warmup} warm-up steps and {n_draws} draws per chain (thin {est.thin}), "
+        f"batch {est.batch_size_}")
+    say(f"fit in {seconds:.2f} s; step size {est.step_size_:.3g}"
+        + (f", friction {est.friction_:.3g}" if est.friction_ is not None else "")
+        + f"; {est.n_grad_evals_:,} gradient evaluations "
+        f"({est.n_grad_evals_ / (n_chains * X.shape[0]):,.0f} data passes per chain)")
+
+    ess_p, rhat_p = bulk_ess_and_rhat(est.coef_samples_)
+    rows = min(X.shape[0], MLP_TRACE_ROWS)     # the split shuffled the rows
+    trace = est._draw_log_likelihood(X[:rows], y[:rows])
+    ess_t = float(ess(trace))
+    rhat_t = float(rhat(trace))
+    diagnostics = dict(
+        n_params=int(n_params), layer_sizes=[int(s) for s in est.layer_sizes_],
+        ess_bulk_min=_nan_stat(np.nanmin, ess_p), ess_bulk_median=_nan_stat(np.nanmedian, ess_p),
+        ess_bulk_max=_nan_stat(np.nanmax, ess_p), r_hat_min=_nan_stat(np.nanmin, rhat_p),
+        r_hat_median=_nan_stat(np.nanmedian, rhat_p), r_hat_max=_nan_stat(np.nanmax, rhat_p),
+        trace_rows=int(rows), trace_mean=float(trace.mean()), trace_sd=float(trace.std()),
+        trace_ess_bulk=ess_t, trace_r_hat=rhat_t)
+    say()
+    say(f"Posterior summary ({n_params:,} parameters, layers "
+        f"{'-'.join(str(s) for s in est.layer_sizes_)}, {est.activation}; {n_chains} chains "
+        f"x {n_draws} draws" + ("; standardised features" if standardize else "") + ")")
+    d = diagnostics
+    say(f"  parameters: bulk ESS min {d['ess_bulk_min']:.0f}, median {d['ess_bulk_median']:.0f},"
+        f" max {d['ess_bulk_max']:.0f}; R-hat min {d['r_hat_min']:.3f}, median "
+        f"{d['r_hat_median']:.3f}, max {d['r_hat_max']:.3f}")
+    say(f"  log-likelihood of {rows:,} training rows per draw: mean {d['trace_mean']:.2f}, sd "
+        f"{d['trace_sd']:.2f}, bulk ESS {ess_t:.0f}, R-hat {rhat_t:.3f}")
+    say(textwrap.fill(
+        "  (a network's weights are identified only up to permutations and sign flips of "
+        "its hidden units, so chains in different modes inflate the parameters' R-hat while "
+        "predicting alike; the log-likelihood has no such symmetry and is the convergence "
+        "check)", width=WRAP, subsequent_indent="   "))
+    say()
+    min_ess = MIN_ESS_PER_CHAIN * n_chains
+    converged = bool(np.isfinite(rhat_t) and rhat_t <= RHAT_THRESHOLD and ess_t >= min_ess)
+    if converged:
+        say(f"Convergence: the log-likelihood's R-hat <= {RHAT_THRESHOLD} and bulk ESS >= "
+            f"{MIN_ESS_PER_CHAIN} per chain.")
+    else:
+        problems = []
+        if not (np.isfinite(rhat_t) and rhat_t <= RHAT_THRESHOLD):
+            problems.append(f"R-hat is {rhat_t:.3f} (above {RHAT_THRESHOLD}: the chains do "
+                            "not agree yet)")
+        if not ess_t >= min_ess:
+            problems.append(f"the bulk ESS is {ess_t:.0f} (below {min_ess}: "
+                            f"{MIN_ESS_PER_CHAIN} per chain x {n_chains} chains)")
+        say(textwrap.fill(
+            "Convergence warning: for the log-likelihood of the draws, "
+            + " and ".join(problems) + f". Run longer: --n-warmup (now {est.n_warmup}) "
+            f"discards more of the start, --n-samples or --thin (now {est.n_samples} and "
+            f"{est.thin}) span more steps; more --n-chains give R-hat more to compare.",
+            width=WRAP, subsequent_indent="  "))
+    diagnostics["trace"] = trace
+    diagnostics["ess_bulk"], diagnostics["r_hat"] = ess_p, rhat_p
+    return converged, diagnostics
+
+
+def _nan_stat(stat, values):
+    values = np.asarray(values, dtype=np.float64)
+    return float(stat(values)) if np.isfinite(values).any() else float("nan")
+
+
+def _network_arrays(est, diagnostics, meta):
+    """The ``.npz`` arrays of ``--model mlp`` (the metadata gets the
+    network's description and the summary's figures)."""
+    meta["activation"] = est.activation
+    meta["layer_sizes"] = [int(s) for s in est.layer_sizes_]
+    meta["n_params"] = int(est.n_params_)
+    meta["out_activation"] = est.out_activation_
+    meta["device"] = est.device_
+    meta["diagnostics"] = {k: v for k, v in diagnostics.items()
+                           if k not in ("trace", "ess_bulk", "r_hat")}
+    return dict(
+        coef_samples=est.coef_samples_,
+        layer_sizes=np.asarray(est.layer_sizes_, dtype=np.int64),
+        ess_bulk=np.asarray(diagnostics["ess_bulk"], dtype=np.float64),
+        r_hat=np.asarray(diagnostics["r_hat"], dtype=np.float64),
+        log_likelihood_trace=np.asarray(diagnostics["trace"], dtype=np.float64))
+
+
+def _check_torch():
+    """``--model mlp`` needs PyTorch: say what to install before reading the data."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise MissingDependencyError(
+            '--model mlp needs PyTorch, an optional dependency: pip install '
+            '"skbayes_sg[torch]".')
 
 
 def _is_netcdf(out):

@@ -6,6 +6,7 @@ this process (its parser is built from ``_cli_fit.add_arguments``, as
 """
 import argparse
 import gzip
+import io
 import json
 import sys
 
@@ -397,6 +398,102 @@ def test_flag_of_the_other_model_is_an_error(csv_classification, tmp_path, capsy
                            "--noise-var", "1"], capsys)
     assert status == 2
     assert "--noise-var" in err and "--model logistic" in err and "ridge" in err
+
+
+MLP_SHORT = ["--hidden-layer-sizes", "8", "--n-samples", "40", "--n-warmup", "300",
+             "--thin", "2", "--n-chains", "2"]
+
+
+def test_csv_mlp_report_and_npz(csv_classification, tmp_path, capsys):
+    """--model mlp fits the network, prints a short summary (not a row per
+    parameter), the convergence check and the held-out metrics, and saves
+    the draws."""
+    pytest.importorskip("torch")
+    path, X, y = csv_classification
+    out = tmp_path / "net.npz"
+    status, text, err = _run([path, "--target", "label", "--model", "mlp", "--standardize",
+                              "--activation", "tanh", "--out", out, *MLP_SHORT], capsys)
+    assert status == 0, err
+    assert "SGMCMCMLPClassifier(hidden_layer_sizes=(8,), sampler='sgld'" in text
+    assert "activation='tanh'" in text
+    assert "192 training / 48 held-out rows; features standardised" in text
+    assert "Posterior summary (41 parameters, layers 3-8-1, tanh; 2 chains x 40 draws" in text
+    assert "parameters: bulk ESS min " in text and "R-hat min " in text
+    assert "log-likelihood of 192 training rows per draw" in text
+    assert "Convergence" in text
+    assert not any(line.startswith("parameter ") for line in text.splitlines())  # no table
+    accuracy = float(text.split("Held-out: accuracy ")[1].split(",")[0])
+    log_loss = float(text.split("log-loss ")[1].split()[0])
+    assert accuracy > 0.75 and 0 < log_loss < 0.6
+
+    saved = np.load(out, allow_pickle=False)
+    assert saved["coef_samples"].shape == (2, 40, 41)
+    assert list(saved["layer_sizes"]) == [3, 8, 1]
+    assert saved["ess_bulk"].shape == saved["r_hat"].shape == (41,)
+    assert saved["log_likelihood_trace"].shape == (2, 40)
+    assert np.all(saved["log_likelihood_trace"] < 0)
+    assert list(saved["classes"]) == ["high", "low"]
+    assert list(saved["feature_names"]) == ["height", "dose", "weight"]
+    meta = json.loads(str(saved["metadata"]))
+    assert meta["model"] == "mlp" and meta["estimator"] == "SGMCMCMLPClassifier"
+    assert meta["activation"] == "tanh" and meta["n_params"] == 41
+    assert meta["params"]["n_chains"] == 2 and meta["params"]["random_state"] == 0
+    assert meta["metrics"]["accuracy"] == pytest.approx(accuracy, abs=1e-4)
+    assert meta["diagnostics"]["trace_rows"] == 192
+    # the draws predict as the printed metrics say
+    est = _cli_fit.fit_file(path, target="label", model="mlp", standardize=True,
+                            estimator_params=_cli_fit.estimator_params(_parser().parse_args(
+                                ["d", "--target", "label", "--model", "mlp",
+                                 "--activation", "tanh", *MLP_SHORT])),
+                            stdout=io.StringIO())["estimator"]
+    np.testing.assert_array_equal(est.coef_samples_, saved["coef_samples"])
+
+
+def test_mlp_flags_and_refusals(csv_classification, tmp_path, capsys, monkeypatch):
+    """An MLP-only flag with --model logistic, and a linear-only flag, or an
+    option the network lacks, with --model mlp: exit status 2 naming the
+    flag, before any fit."""
+    path, _, _ = csv_classification
+    def fit(self, *args, **kwargs):
+        raise AssertionError("the fit ran despite a flag of another model")
+    monkeypatch.setattr(_cli_fit.SGMCMCLogisticRegression, "fit", fit)
+    monkeypatch.setattr(_cli_fit.SGMCMCMLPClassifier, "fit", fit)
+    status, _, err = _run([path, "--target", "label", "--model", "logistic",
+                           "--hidden-layer-sizes", "8"], capsys)
+    assert status == 2
+    assert "--hidden-layer-sizes" in err and "--model logistic" in err and "mlp" in err
+    for argv, flag in ((["--noise-var", "1"], "--noise-var"), (["--metric", "dense"], "--metric"),
+                       (["--n-jobs", "2"], "--n-jobs"), (["--access", "cyclic"], "--access")):
+        status, _, err = _run([path, "--target", "label", "--model", "mlp", *argv], capsys)
+        assert status == 2 and flag in err and "--model mlp" in err, (argv, err)
+    pytest.importorskip("torch")
+    # the network's own refusals are usage errors too, and .nc is for the linear models
+    status, _, err = _run([path, "--target", "label", "--model", "mlp", "--subsampling",
+                           "saga"], capsys)
+    assert status == 2 and "saga" in err and "n x n_params" in err
+    status, _, err = _run([path, "--target", "label", "--model", "mlp", "--out",
+                           tmp_path / "o.nc"], capsys)
+    assert status == 2 and ".npz" in err
+
+
+def test_mlp_flag_values():
+    parser = _parser()
+    argv = ["d.csv", "--target", "y", "--model", "mlp"]
+    params = _cli_fit.estimator_params(parser.parse_args(argv + [
+        "--hidden-layer-sizes", "16,8", "--device", "cuda:1", "--dtype", "float64",
+        "--class-weight", "balanced", "--snapshot-period", "none", "--sampler", "sghmc"]))
+    assert params["hidden_layer_sizes"] == (16, 8) and params["device"] == "cuda:1"
+    assert params["dtype"] == "float64" and params["class_weight"] == "balanced"
+    assert params["snapshot_period"] is None and params["sampler"] == "sghmc"
+    # "auto" hand-written flags leave the network's defaults; the others are passed
+    assert "n_samples" not in params and "subsampling" not in params
+    assert params["n_chains"] == 4 and params["random_state"] == 0
+    for text, value in (("()", ()), ("(100,)", (100,)), ("[3, 4]", (3, 4)), ("7", (7,))):
+        args = parser.parse_args(argv + ["--hidden-layer-sizes", text])
+        assert _cli_fit.estimator_params(args)["hidden_layer_sizes"] == value, text
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(argv + ["--hidden-layer-sizes", "wide"])
+    assert exc.value.code == 2
 
 
 def test_generated_flags_are_documented():

@@ -13,8 +13,9 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 __all__ = ["SGMCMCMLPClassifier"]
 
@@ -65,11 +66,15 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     The weights and biases ``theta`` of a fully connected network get the
     prior ``N(0, alpha^-1 I)``; the likelihood is the softmax (for two
     classes: logistic) cross-entropy *summed* over the training rows, so the
-    potential is ``U(theta) = alpha ||theta||^2 / 2 + sum_i CE(y_i, f_theta(x_i))``
-    and the target is ``exp(-U / temperature)``. Posterior draws are produced
-    by a stochastic-gradient MCMC ``sampler`` fed by a minibatch gradient
-    estimator (``subsampling``), and predictions average the class
-    probabilities over all draws (Bayesian model averaging).
+    potential is ``U(theta) = alpha ||theta||^2 / 2 + sum_i w_i CE(y_i, f_theta(x_i))``
+    and the target is ``exp(-U / temperature)``. The row weights ``w_i`` are
+    1 unless ``fit`` gets ``sample_weight`` or the estimator a
+    ``class_weight``: they are *frequency* weights, so integer weights give
+    the posterior of the data with each row repeated ``w_i`` times.
+    Posterior draws are produced by a stochastic-gradient MCMC ``sampler``
+    fed by a minibatch gradient estimator (``subsampling``), and predictions
+    average the class probabilities over all draws (Bayesian model
+    averaging).
 
     The network runs on PyTorch (CPU or CUDA), an optional dependency:
     ``pip install "skbayes_sg[torch]"``.
@@ -125,6 +130,10 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         ``sqrt(0.01 / n_rows)`` (SGHMC): learning rates that worked from 400
         to 60,000 rows (breast cancer, digits, MNIST, synthetic data), where a
         fixed value such as ``1e-4`` diverges or stalls beyond ~20,000 rows.
+        With row weights (``sample_weight``, ``class_weight``) ``n_rows`` is
+        the total weight ``sum_i w_i``, the amount of data in the potential
+        (integer weights then get the step of the repeated rows; pSGLD's
+        ``g / n`` and the CV mode search's ``U / n`` use it too).
         The value used is ``step_size_``. Too large a value makes the chain
         diverge, which raises ``FloatingPointError``.
 
@@ -154,6 +163,15 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
 
     temperature : float, default=1.0
         Posterior temperature ``T``; the target is ``exp(-U / T)``.
+
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes, as in
+        :class:`sklearn.linear_model.LogisticRegression`: row ``i`` gets the
+        weight ``class_weight[y_i]`` (classes not in the dict: 1), or with
+        ``"balanced"`` ``n_rows / (n_classes * count(y_i))``
+        (:func:`sklearn.utils.class_weight.compute_sample_weight`), times
+        its ``sample_weight``. :meth:`partial_fit` computes ``"balanced"``
+        on each call's rows (each call targets the posterior given them).
 
     friction : float or "auto", default="auto"
         SGHMC friction ``gamma`` (used by ``sampler="sghmc"`` only); the
@@ -266,6 +284,10 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     step_size_ : float
         Step size used by the last fit (``step_size`` with "auto" resolved).
 
+    batch_size_ : int
+        Minibatch size used by the last fit (``batch_size`` with "auto"
+        resolved, clipped to the rows).
+
     friction_ : float or None
         SGHMC friction used by the last fit (None for other samplers).
 
@@ -312,6 +334,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
+        "class_weight": [StrOptions({"balanced"}), dict, None],
         "friction": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
         "ewsg_chain_length": [Interval(Integral, 1, None, closed="left")],
         "snapshot_period": [None, Interval(Integral, 1, None, closed="left")],
@@ -340,6 +363,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         n_chains=1,
         alpha=1.0,
         temperature=1.0,
+        class_weight=None,
         friction="auto",
         ewsg_chain_length=1,
         snapshot_period=None,
@@ -364,6 +388,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         self.n_chains = n_chains
         self.alpha = alpha
         self.temperature = temperature
+        self.class_weight = class_weight
         self.friction = friction
         self.ewsg_chain_length = ewsg_chain_length
         self.snapshot_period = snapshot_period
@@ -420,18 +445,19 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             f"device must be 'cpu', 'cuda', 'cuda:<index>' or 'auto', got {dev!r}."
         )
 
-    def _resolved_step(self, n_rows):
-        """``(step_size, friction)`` for data of ``n_rows`` rows ("auto" resolved)."""
+    def _resolved_step(self, n_data):
+        """``(step_size, friction)`` for data of ``n_data`` rows, or total
+        weight ``n_data`` with row weights ("auto" resolved)."""
         if self.step_size == "auto":
             lr = _AUTO_LEARNING_RATE[self.sampler]
-            h = math.sqrt(lr / n_rows) if self.sampler == "sghmc" else lr / n_rows
+            h = math.sqrt(lr / n_data) if self.sampler == "sghmc" else lr / n_data
         else:
             h = float(self.step_size)
         gamma = _AUTO_MOMENTUM_DECAY / h if self.friction == "auto" else float(self.friction)
         return h, gamma
 
-    def _sampler_params(self, batch_size, n_rows):
-        h, gamma = self._resolved_step(n_rows)
+    def _sampler_params(self, batch_size, n_data):
+        h, gamma = self._resolved_step(n_data)
         return {
             "sampler": self.sampler,
             "subsampling": self.subsampling,
@@ -458,7 +484,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------
     # fitting
     # ------------------------------------------------------------------
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Sample the posterior of the network weights.
 
         Runs ``n_chains`` chains of ``n_warmup + n_samples * thin`` steps
@@ -472,6 +498,17 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             Training data.
         y : array-like of shape (n_rows,)
             Class labels (at least two classes).
+        sample_weight : array-like of shape (n_rows,), default=None
+            Nonnegative frequency weights ``w_i`` of the rows (times the
+            ``class_weight`` of their class): the potential is
+            ``alpha ||theta||^2 / 2 + sum_i w_i U_i``, so an integer weight
+            ``k`` gives the posterior of the row repeated ``k`` times and a
+            zero weight that of the row left out. Minibatches stay uniform
+            over the rows, each row's gradient weighted, so every
+            ``subsampling`` stays unbiased; ``step_size="auto"`` uses the total
+            weight in place of ``n_rows``. None, or every weight equal to 1,
+            is the unweighted fit (the same draws for the same
+            ``random_state``).
 
         Returns
         -------
@@ -480,6 +517,9 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
 
         Raises
         ------
+        ValueError
+            If ``sample_weight`` has the wrong length, a negative or
+            non-finite value, or is zero for every row.
         FloatingPointError
             If a chain diverges (non-finite parameters); the message names
             ``step_size`` and a smaller value to try.
@@ -487,13 +527,45 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         hidden = self._check_params()
         X, y = validate_data(self, X, y, reset=True, dtype=[np.float64, np.float32])
         check_classification_targets(y)
+        weights = self._row_weights(X, y, sample_weight)
         classes = np.unique(y)
         continuing = self.warm_start and hasattr(self, "_chain_states")
         if continuing:
             self._check_continuation(classes, hidden)
-        return self._fit(X, y, classes, hidden, continuing=continuing, append=False)
+        return self._fit(X, y, classes, hidden, continuing=continuing, append=False,
+                         weights=weights)
 
-    def partial_fit(self, X, y, classes=None):
+    def _row_weights(self, X, y, sample_weight):
+        """The rows' frequency weights, ``sample_weight`` times the
+        ``class_weight`` of each row's class, as float64; None when every
+        weight is 1 (the unweighted fit, bit for bit)."""
+        if sample_weight is None and self.class_weight is None:
+            return None
+        try:
+            w = _check_sample_weight(sample_weight, X, dtype=X.dtype,
+                                     ensure_non_negative=True)
+        except ValueError as exc:
+            if "sample_weight" in str(exc):
+                raise
+            # e.g. "Sample weights must be 1D array or scalar": name the parameter
+            raise ValueError(f"Invalid sample_weight: {exc}") from exc
+        w = np.asarray(w, dtype=np.float64)
+        if self.class_weight is not None:
+            w = w * compute_sample_weight(self.class_weight, y)
+        if not np.all(np.isfinite(w)):
+            raise ValueError("sample_weight times class_weight is not finite for every "
+                             "row; pass finite nonnegative weights.")
+        if w.size and not np.any(w > 0):
+            raise ValueError(
+                "sample_weight is zero for every row"
+                + (" (after multiplying by class_weight)" if self.class_weight is not None
+                   else "")
+                + ", which leaves no data to fit; give at least one row a positive weight.")
+        if np.all(w == 1.0):
+            return None
+        return w
+
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
         """Continue the chains on ``(X, y)`` and append their draws.
 
         The first call (``classes`` required) starts the chains with the
@@ -514,6 +586,10 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         classes : array-like of shape (n_classes,), default=None
             All classes; required on the first call, ignored afterwards
             (it must then agree with ``classes_``).
+        sample_weight : array-like of shape (n_rows,), default=None
+            Frequency weights of this call's rows, as in :meth:`fit`: the
+            call targets ``alpha ||theta||^2 / 2 + sum_i w_i U_i`` over its
+            rows, and ``step_size="auto"`` follows its total weight.
 
         Returns
         -------
@@ -539,7 +615,9 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         unknown = np.setdiff1d(np.unique(y), classes)
         if unknown.size:
             raise ValueError(f"y contains labels not in classes: {unknown!r}.")
-        return self._fit(X, y, classes, hidden, continuing=not first, append=True)
+        weights = self._row_weights(X, y, sample_weight)
+        return self._fit(X, y, classes, hidden, continuing=not first, append=True,
+                         weights=weights)
 
     def _check_continuation(self, classes, hidden, where="warm_start"):
         if not np.array_equal(classes, self.classes_):
@@ -557,7 +635,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
                 f"chains before, now {sizes} and {self.n_chains}."
             )
 
-    def _fit(self, X, y, classes, hidden, *, continuing, append):
+    def _fit(self, X, y, classes, hidden, *, continuing, append, weights=None):
         backend = _import_torch_backend()
         import torch
 
@@ -575,7 +653,9 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
 
         batch_size = min(200, n_rows) if self.batch_size == "auto" else self.batch_size
         batch_size = min(int(batch_size), n_rows)
-        params = self._sampler_params(batch_size, n_rows)
+        # the amount of data in the potential: rows, or their total weight
+        n_data = n_rows if weights is None else float(np.sum(weights))
+        params = self._sampler_params(batch_size, n_data)
 
         y_idx = np.searchsorted(classes, y)
         X = np.asarray(X)
@@ -588,6 +668,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             yt = torch.tensor(y_idx, dtype=dtype, device=device)
         else:
             yt = torch.tensor(y_idx, dtype=torch.int64, device=device)
+        wt = None if weights is None else torch.tensor(weights, dtype=dtype, device=device)
 
         if continuing:
             states = self._chain_states
@@ -609,7 +690,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             for c, (saved, seed) in enumerate(zip(states, seeds)):
                 gen = torch.Generator(device=device)
                 gen.manual_seed(seed)
-                runner = backend.ChainRunner(net, Xt, yt, params, gen)
+                runner = backend.ChainRunner(net, Xt, yt, params, gen, weights=wt)
                 if saved is None:
                     runner.init_state()
                 else:
@@ -647,6 +728,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             self.map_coef_ = None
         self.device_ = device
         self.step_size_ = params["step_size"]
+        self.batch_size_ = int(batch_size)
         self.friction_ = params["friction"] if self.sampler == "sghmc" else None
         return self
 
@@ -681,6 +763,27 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             dtype=backend.torch_dtype(self.dtype),
             max_draws=self.max_draws_in_memory,
         )
+
+    def _draw_log_likelihood(self, X, y):
+        """``sum_i log p(y_i | x_i, theta)`` of the rows ``(X, y)`` under each
+        draw, shape ``(n_chains, n_kept)``: a scalar trace that, unlike the
+        weights, has no permutation symmetry (the command line's convergence
+        check). The labels must be in ``classes_``."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        y = np.asarray(y)
+        if not np.all(np.isin(y, self.classes_)):
+            raise ValueError("y contains labels not in classes_.")
+        y_idx = np.searchsorted(self.classes_, y)
+        backend = _import_torch_backend()
+        import torch
+
+        net = backend.MLPNet(self.layer_sizes_, self.activation, self.n_outputs_ == 1)
+        draws = np.ascontiguousarray(self.coef_samples_.reshape(-1, self.n_params_))
+        ll = backend.draws_log_likelihood(
+            net, draws, X, y_idx, device=self._resolve_device(torch),
+            dtype=backend.torch_dtype(self.dtype), max_draws=self.max_draws_in_memory)
+        return ll.reshape(self.coef_samples_.shape[:2])
 
     def predict_proba(self, X):
         """Bayesian-model-average class probabilities.

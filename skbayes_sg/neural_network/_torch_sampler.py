@@ -11,7 +11,8 @@ matrix ``W_l`` of shape ``(d_{l-1}, d_l)`` in C order (the orientation of
 
 Gradients are computed by a hand-written backward pass (no autograd graph):
 every minibatch gradient is the gradient of the loss *summed* over the rows
-of the batch, written directly into a preallocated flat buffer.
+of the batch (weighted by the rows' frequency weights ``w_i`` when the chain
+has them), written directly into a preallocated flat buffer.
 
 On the CPU a step of the dynamics is one fused sweep
 (:mod:`skbayes_sg._sampling._flat_dynamics`) with the noise from a vectorised
@@ -137,7 +138,7 @@ class MLPNet:
         W, b = views[-1]
         return torch.addmm(b, a, W)
 
-    def loss_grad(self, flat, X, y, out, views=None, gviews=None):
+    def loss_grad(self, flat, X, y, out, views=None, gviews=None, weights=None):
         """Summed cross-entropy over the rows of ``X`` and its gradient.
 
         Parameters
@@ -152,11 +153,17 @@ class MLPNet:
             Receives ``sum_i grad CE(y_i, f(x_i))`` (overwritten).
         views, gviews : list, optional
             Precomputed ``self.views(flat)`` and ``self.views(out)``.
+        weights : tensor of shape (m,), optional
+            Frequency weights ``w_i`` of the rows: the loss and the gradient
+            are then ``sum_i w_i CE(y_i, f(x_i))`` and its gradient (each row's
+            output error is scaled by ``w_i`` before the backward matmuls, so
+            a weighted row costs no more than an unweighted one).
 
         Returns
         -------
         loss : 0-d tensor
-            ``sum_i CE(y_i, f(x_i))`` (stays on the device: no sync).
+            ``sum_i w_i CE(y_i, f(x_i))`` (``w_i = 1`` without ``weights``;
+            stays on the device: no sync).
         """
         if views is None:
             views = self.views(flat)
@@ -171,18 +178,26 @@ class MLPNet:
         z = torch.addmm(b, a, W)
         if self.binary:
             z1 = z[:, 0]
-            loss = (torch.nn.functional.softplus(z1) - y * z1).sum()
+            ce = torch.nn.functional.softplus(z1) - y * z1
+            loss = ce.sum() if weights is None else torch.dot(ce, weights)
             # clamping keeps sigmoid(z) away from subnormal floats, whose
             # arithmetic is ~100x slower on CPUs (changes it by < 1e-34)
             lim = _LOGIT_CLAMP[z1.dtype]
             dz = torch.sigmoid(z1.clamp(-lim, lim)).sub_(y).unsqueeze_(1)
         else:
             lse = torch.logsumexp(z, dim=1)
-            loss = lse.sum() - z.gather(1, y.unsqueeze(1)).sum()
+            if weights is None:
+                loss = lse.sum() - z.gather(1, y.unsqueeze(1)).sum()
+            else:
+                loss = torch.dot(lse - z.gather(1, y.unsqueeze(1))[:, 0], weights)
             # log-probabilities clamped above log(smallest normal float):
             # subnormal probabilities make the backward matmuls ~100x slower
             dz = torch.exp(z.sub_(lse.unsqueeze(1)).clamp_(min=-_LOGIT_CLAMP[z.dtype]))
             dz[torch.arange(dz.shape[0], device=dz.device), y] -= 1.0
+        if weights is not None:
+            # d(sum_i w_i CE_i)/dz_i = w_i dCE_i/dz_i; the backward pass is
+            # linear in dz, so every layer's gradient is weighted from here
+            dz.mul_(weights.unsqueeze(1))
         for layer in range(len(views) - 1, -1, -1):
             W, _ = views[layer]
             gW, gb = gviews[layer]
@@ -257,6 +272,47 @@ def bma_log_proba(net, draws, X, *, device, dtype, max_draws):
     return out
 
 
+def draws_log_likelihood(net, draws, X, y_idx, *, device, dtype, max_draws):
+    """Log-likelihood of the rows under every draw.
+
+    Parameters
+    ----------
+    net : MLPNet
+    draws : ndarray of shape (D, P)
+        Flat parameter draws (CPU).
+    X : ndarray of shape (m, n_features)
+    y_idx : ndarray of shape (m,)
+        Class indices (positions in ``classes_``).
+    device, dtype : torch device and dtype used for the computation.
+    max_draws : int
+        Draws moved to the device at once.
+
+    Returns
+    -------
+    ndarray of shape (D,), float64
+        ``sum_i log p(y_i | x_i, theta_d)`` for each draw ``d``, evaluated in
+        the blocks of :func:`bma_log_proba`.
+    """
+    n_draws = draws.shape[0]
+    m = X.shape[0]
+    width = max(net.layer_sizes)
+    d_block = max(1, min(int(max_draws), n_draws))
+    rows = max(1, _PREDICT_BLOCK_ELEMENTS // (d_block * width))
+    out = np.zeros(n_draws, dtype=np.float64)
+    with torch.no_grad():
+        Xt_all = torch.as_tensor(X)
+        yt_all = torch.as_tensor(np.asarray(y_idx, dtype=np.int64))
+        for r0 in range(0, m, rows):
+            Xt = Xt_all[r0:r0 + rows].to(device=device, dtype=dtype)
+            yt = yt_all[r0:r0 + rows].to(device=device)
+            for d0 in range(0, n_draws, d_block):
+                chunk = torch.as_tensor(draws[d0:d0 + d_block]).to(device=device, dtype=dtype)
+                lp = net.draws_log_proba(chunk, Xt)                     # (d, rows, C)
+                picked = lp.gather(2, yt.view(1, -1, 1).expand(lp.shape[0], -1, 1))
+                out[d0:d0 + lp.shape[0]] += picked.sum(dim=(1, 2)).double().cpu().numpy()
+    return out
+
+
 class ChainRunner:
     """Run one SG-MCMC chain on a data set held on the device.
 
@@ -277,13 +333,28 @@ class ChainRunner:
         map_learning_rate, verbose``.
     generator : torch.Generator
         The chain's generator (on the device).
+    weights : tensor of shape (n,) or None, default=None
+        Frequency weights ``w_i`` of the rows (on the device, in ``X``'s
+        dtype): the potential is ``alpha ||theta||^2 / 2 + sum_i w_i U_i``.
+        Every gradient estimator stays unbiased for it: minibatches are still
+        uniform ``b``-subsets of the ``n`` rows, each row's gradient weighted
+        (``(n/b) sum_{j in S} w_j grad U_j``), and full-data gradients (SVRG
+        snapshots, CV anchors) are ``sum_j w_j grad U_j``. Where a rule
+        means the amount of data in the potential (pSGLD's mean gradient
+        ``g / n``, the CV mode search on ``U / n``) it uses the total weight
+        ``sum_i w_i`` (``n_eff``) instead of ``n``; counts of work (``b``,
+        ``n_grad_evals``, data passes) stay in rows. None: every weight is 1,
+        the unweighted computation itself.
     """
 
-    def __init__(self, net, X, y, params, generator):
+    def __init__(self, net, X, y, params, generator, weights=None):
         self.net = net
         self.X = X
         self.y = y
         self.n = X.shape[0]
+        self.w = weights
+        # the amount of data in the potential: sum_i w_i (n without weights)
+        self.n_eff = self.n if weights is None else float(weights.double().sum())
         self.p = params
         self.g = generator
         self.device = X.device
@@ -411,26 +482,31 @@ class ChainRunner:
         return idx
 
     def batch_grad(self, theta, idx, out):
-        """``sum_{j in idx} grad U_j(theta)`` into ``out``; returns the loss."""
+        """``sum_{j in idx} w_j grad U_j(theta)`` into ``out``; returns the
+        loss (``w_j = 1`` without weights)."""
         self.n_grad_evals += int(idx.shape[0])
         return self.net.loss_grad(theta, self.X.index_select(0, idx),
                                   self.y.index_select(0, idx), out,
-                                  self._views_of(theta), self._views_of(out))
+                                  self._views_of(theta), self._views_of(out),
+                                  None if self.w is None else self.w.index_select(0, idx))
 
     def full_grad(self, theta):
-        """``sum_i grad U_i(theta)`` over all data (chunks of rows)."""
+        """``sum_i w_i grad U_i(theta)`` over all data (chunks of rows)."""
         total = torch.zeros_like(theta)
         tmp = torch.empty_like(theta)
         for r0 in range(0, self.n, _FULL_GRAD_CHUNK):
             self.net.loss_grad(theta, self.X[r0:r0 + _FULL_GRAD_CHUNK],
-                               self.y[r0:r0 + _FULL_GRAD_CHUNK], tmp)
+                               self.y[r0:r0 + _FULL_GRAD_CHUNK], tmp,
+                               weights=None if self.w is None
+                               else self.w[r0:r0 + _FULL_GRAD_CHUNK])
             total.add_(tmp)
         self.n_grad_evals += self.n
         return total
 
     # ----------------------------------------------------------- CV mode
     def _find_mode(self):
-        """MAP estimate for control variates: Adam on ``U(theta) / n``.
+        """MAP estimate for control variates: Adam on ``U(theta) / n_eff``
+        (``n_eff`` the total weight: ``n`` without weights).
 
         ``map_epochs`` passes of minibatches of size ``batch_size`` with
         learning rate ``map_learning_rate``, started from the chain's
@@ -447,7 +523,7 @@ class ChainRunner:
                 idx = self.next_batch()
                 with torch.no_grad():
                     self.batch_grad(w, idx, self.grad_buf)
-                    grad = self.grad_buf.mul(self.scale).add_(w, alpha=alpha).div_(self.n)
+                    grad = self.grad_buf.mul(self.scale).add_(w, alpha=alpha).div_(self.n_eff)
                 w.grad = grad
                 opt.step()
             theta = w.detach().clone()
@@ -563,15 +639,16 @@ class ChainRunner:
 
     # ----------------------------------------------------------- dynamics
     def _psgld_init(self, buf, c, theta):
-        """Start ``V`` at ``(g / n)**2`` of the chain's first estimate
-        ``g = c * buf + alpha * theta`` (a no-op once ``V`` exists).
+        """Start ``V`` at ``(g / n_eff)**2`` of the chain's first estimate
+        ``g = c * buf + alpha * theta`` (a no-op once ``V`` exists; ``n_eff``
+        is the total weight, ``n`` without weights).
 
         Not at zero, which would make the first steps ``1 / lambda`` times
         too large; the first update then leaves ``V`` unchanged.
         """
         if self.state["V"] is None:
             g = torch.mul(buf, c).add_(theta, alpha=self.p["alpha"])
-            self.state["V"] = g.mul_(g).div_(float(self.n) ** 2)
+            self.state["V"] = g.mul_(g).div_(float(self.n_eff) ** 2)
 
     def step(self, buf, c):
         """One update of the dynamics with the estimate ``c * buf + alpha * theta``.
@@ -596,7 +673,7 @@ class ChainRunner:
             theta.add_(g_hat, alpha=-h).add_(noise, alpha=math.sqrt(2.0 * h * T))
         elif sampler == "psgld":
             st["V"].mul_(PSGLD_DECAY).addcmul_(
-                g_hat, g_hat, value=(1.0 - PSGLD_DECAY) / float(self.n) ** 2)
+                g_hat, g_hat, value=(1.0 - PSGLD_DECAY) / float(self.n_eff) ** 2)
             D = self._psgld_D()
             # theta - h G g + sqrt(2 h T G) xi with G = 1 / D
             theta.addcdiv_(g_hat, D, value=-h)
@@ -619,7 +696,7 @@ class ChainRunner:
         elif sampler == "psgld":
             flat_dynamics.psgld_step(stream, theta.numpy(), st["V"].numpy(), buf, c,
                                      alpha, h, math.sqrt(2.0 * h * T), PSGLD_DECAY,
-                                     PSGLD_EPS, 1.0 / self.n)
+                                     PSGLD_EPS, 1.0 / self.n_eff)
         else:
             gamma = self.p["friction"]
             flat_dynamics.sghmc_step(stream, theta.numpy(), st["r"].numpy(), buf, c,
@@ -674,7 +751,8 @@ class ChainRunner:
                 n_acc += 1
                 if (k + 1) % report_every == 0 or k + 1 == n_steps:
                     elapsed = time.perf_counter() - t0
-                    mean_loss = float(loss_acc) / (n_acc * self.b)
+                    # per unit of weight: b rows carry b * n_eff / n of it on average
+                    mean_loss = float(loss_acc) / (n_acc * self.b * self.n_eff / self.n)
                     print(f"{chain_label}step {k + 1}/{n_steps}, "
                           f"{(k + 1) / max(elapsed, 1e-12):.1f} steps/s, "
                           f"minibatch loss (mean CE) = {mean_loss:.5f}")
