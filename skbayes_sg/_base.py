@@ -69,6 +69,11 @@ MH_STEP = {"sgld": (1.0, 3.0), "sghmc-leapfrog": (0.5, np.pi / 2)}
 #: chains start at draws of the Laplace approximation with sds this much wider
 #: (overdispersed, so that split R-hat can see chains that have not converged)
 OVERDISPERSION = 2.0
+#: lazy sparse steps where a minibatch touches fewer than 1/LAZY_DENSITY of the
+#: coordinates (a lazy coordinate update costs a few eager ones)
+LAZY_DENSITY = 4.0
+#: the gradient estimators with a lazy kernel (fixed controls, fixed weights)
+LAZY_SUBSAMPLINGS = ("uniform", "cv", "preferential", "cv-preferential")
 
 
 def _normalised_weights(w):
@@ -339,7 +344,8 @@ class BaseSGMCMC(BaseEstimator):
             ewsg_x=EWSG_X_MODES[self.ewsg_x], metric=setup.metric,
             metropolis=setup.metropolis, max_abs_z=setup.notes.get("max_abs_z", np.inf),
             bounds=setup.notes.get("bounds"), verbose=int(self.verbose),
-            sample_weight=sample_weight)
+            sample_weight=sample_weight,
+            lazy=bool(setup.notes.get("lazy", False)) and self._lazy_pays(ctx, setup))
         pool = ChainPool(X, y, spec, [dict(s) for s in states], n_jobs=self.n_jobs)
         plan = self._plan(ctx, setup, continuing)
         plan.retune = self._retuner(ctx, setup, pool)
@@ -386,15 +392,24 @@ class BaseSGMCMC(BaseEstimator):
                 noise_cache[name] = noise_per_row(ctx, SUBSAMPLINGS[name], factor, kind, 1.0 / T)
             return noise_cache[name]
 
-        overhead = self._step_overhead(ctx, kind)
-        subsampling, notes = self._resolve_subsampling(ctx, kind, v1, overhead)
+        # sparse rows, few touched a step: lazy SGLD steps cost O(nnz), and a
+        # step then costs its rows alone (no O(dim) overhead to amortise)
+        lazy = self._lazy_candidate(ctx, kind)
+        overhead = 1.0 if lazy else self._step_overhead(ctx, kind)
+        subsampling, notes = self._resolve_subsampling(ctx, kind, v1, overhead, lazy)
         exact = not SUBSAMPLINGS[subsampling].stochastic
+        lazy = lazy and subsampling in LAZY_SUBSAMPLINGS and (
+            subsampling != "uniform" or self.access == "random")
+        if not lazy:
+            overhead = self._step_overhead(ctx, kind)
         sampler = self.sampler
         if sampler == "auto":
-            if kind == "identity":
+            if kind == "identity" or lazy:
                 sampler = "sgld"
             else:
                 sampler = "sghmc-leapfrog" if exact else "baoab"
+        lazy = lazy and sampler == "sgld"
+        notes["lazy"] = lazy
         self._check_parameters_act(sampler, subsampling)
         if (SUBSAMPLINGS[subsampling].index_chain and self.ewsg_x == "momentum-stop"
                 and not SAMPLERS[sampler].has_momentum):
@@ -638,7 +653,8 @@ class BaseSGMCMC(BaseEstimator):
                 settings = _error_model.choose(
                     setup.sampler, v1, ctx.n, step_size=h,
                     friction=setup.sampler_config.get("friction", "auto"),
-                    overhead_rows=self._step_overhead(ctx, setup.metric["kind"]))
+                    overhead_rows=(1.0 if pool.spec.lazy
+                                   else self._step_overhead(ctx, setup.metric["kind"])))
                 pool.spec.subsampling_config = dict(cfg, batch_size=settings.batch_size)
                 setup.subsampling_config = pool.spec.subsampling_config
                 setup.batch_size = settings.batch_size
@@ -651,6 +667,28 @@ class BaseSGMCMC(BaseEstimator):
         nnz = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else X.shape[1]
         return 2.0 * max(nnz, 1.0) * ctx.glm.n_outputs
 
+    def _lazy_pays(self, ctx, setup):
+        """The batch the set-up chose still touches few coordinates a step."""
+        X = ctx.X
+        nnz = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else np.inf
+        return LAZY_DENSITY * setup.batch_size * max(nnz, 1.0) * ctx.glm.n_outputs < ctx.dim
+
+    def _lazy_candidate(self, ctx, kind):
+        """Whether the chains can take lazy O(nnz) steps (:mod:`._sampling._lazy`):
+        CSR rows, an identity or diagonal metric, SGLD (or the automatic
+        sampler) without a Metropolis correction or EWSG, and a default-size
+        minibatch touching under a quarter of the coordinates."""
+        X = ctx.X
+        if not hasattr(X, "nnz") or kind not in ("identity", "diagonal"):
+            return False
+        if self.sampler not in ("auto", "sgld") or self.metropolis is True:
+            return False
+        if self.subsampling not in ("auto",) + tuple(LAZY_SUBSAMPLINGS):
+            return False
+        nnz = X.nnz / max(X.shape[0], 1)
+        batch = DEFAULT_BATCH_SIZE if self.batch_size == "auto" else self.batch_size
+        return LAZY_DENSITY * min(batch, ctx.n) * max(nnz, 1.0) * ctx.glm.n_outputs < ctx.dim
+
     def _step_overhead(self, ctx, kind):
         """A step's cost besides its rows, in row evaluations: the metric's
         products (O(dim^2) dense, O(dim) otherwise) against one row's nnz."""
@@ -660,7 +698,7 @@ class BaseSGMCMC(BaseEstimator):
         work = ctx.dim * ctx.dim if kind == "dense" else 4.0 * ctx.dim
         return work / per_row
 
-    def _resolve_subsampling(self, ctx, kind, v1, overhead):
+    def _resolve_subsampling(self, ctx, kind, v1, overhead, lazy=False):
         """``subsampling="auto"``: full gradients when a pass is cheap, a
         control-variate scheme with preferential rows in the metric when
         subsampling pays (the error model's cost per effective draw)."""
@@ -673,6 +711,8 @@ class BaseSGMCMC(BaseEstimator):
             return "cv-preferential", notes
         n = ctx.n
         sampler = "baoab" if self.sampler in ("auto", "sghmc-leapfrog") else self.sampler
+        if lazy and self.sampler == "auto":
+            sampler = "sgld"
         settings = _error_model.choose(
             sampler, v1("cv-preferential"), n, step_size=self.step_size,
             batch_size=self.batch_size, friction=self.friction, overhead_rows=overhead)
@@ -814,6 +854,7 @@ class BaseSGMCMC(BaseEstimator):
         self.sampler_ = setup.sampler
         self.subsampling_ = setup.subsampling
         self.metric_ = Metric.from_config(pool.spec.metric).kind
+        self.lazy_ = bool(pool.spec.lazy)
         self.metropolis_ = bool(setup.metropolis)
         setup.metric = pool.spec.metric       # adapted during warm-up: continue with it
         steps = outcome.step_sizes

@@ -21,6 +21,7 @@ from joblib import Parallel, delayed
 from ._chain import ChainOracle, run_segment
 from ._dataset import RowData
 from ._estimators import Problem
+from ._lazy import lazy_supported, run_segment_lazy
 from ._metric import Metric
 from ._registry import SAMPLERS, SUBSAMPLINGS
 
@@ -118,6 +119,7 @@ class ChainSpec:
     bounds: object = None             # (center, scale, max_sds) the parameters must stay in
     verbose: int = 0
     sample_weight: object = None      # (n,) datum weights w_i, or None (all 1)
+    lazy: bool = False                # lazy O(nnz) steps where the chain allows them
 
 
 @dataclass
@@ -246,6 +248,8 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
     metric = Metric.from_config(spec.metric)
     oracle = ChainOracle(estimator, spec.alpha, spec.ewsg_chain_length, dynamics, spec.ewsg_x,
                          metric, spec.metropolis)
+    # sparse rows and a linear recursion off the minibatch: O(nnz) lazy steps
+    lazy = spec.lazy and lazy_supported(estimator, dynamics, metric, spec.ewsg_chain_length)
     adapt = adapt or {}
     if "start" in adapt:
         dynamics.start_adaptation(adapt["start"], adapt.get("max_step"))
@@ -269,9 +273,14 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
         chunk = min(segment * thin, n_steps - done)
         view = samples[kept:] if keep else None
         t_seg = time.perf_counter()
-        n_done, n_kept = run_segment(oracle, dynamics, theta, chunk, thin, view, bitgen,
-                                     CHECK_EVERY, max_abs_z=max_abs_z, bounds=bounds,
-                                     report=report)
+        if lazy:
+            n_done, n_kept = run_segment_lazy(estimator, spec.alpha, metric, dynamics, theta,
+                                              chunk, thin, view, bitgen, max_abs_z=max_abs_z,
+                                              bounds=bounds, report=report)
+        else:
+            n_done, n_kept = run_segment(oracle, dynamics, theta, chunk, thin, view, bitgen,
+                                         CHECK_EVERY, max_abs_z=max_abs_z, bounds=bounds,
+                                         report=report)
         seconds = time.perf_counter() - t_seg
         done += n_done
         kept += n_kept
@@ -297,7 +306,8 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
     new_state = {"theta": theta.copy(), "dynamics": dynamics.get_state(),
                  "estimator": estimator.get_state() if hasattr(estimator, "get_state") else None,
                  "bit_generator": bitgen.state}
-    return ChainResult(samples, new_state, oracle.n_evals, done, diverged,
+    return ChainResult(samples, new_state, estimator.n_evals if lazy else oracle.n_evals,
+                       done, diverged,
                        time.perf_counter() - t0, reason,
                        estimator.size_log_values() if (adaptive and log_sizes) else None,
                        dynamics.acceptance_rate, dynamics.step_size)

@@ -214,6 +214,12 @@ _DOC_ATTRS = """
         resolved).
     metropolis_ : bool
         Whether a Metropolis correction was applied.
+    lazy_ : bool
+        Whether the chains took lazy sparse steps (CSR data whose minibatches
+        touch few coordinates, SGLD in an identity or diagonal metric: each
+        step costs O(nnz), the untouched coordinates brought up to date
+        exactly when touched; user guide, "Large, sparse and memory-mapped
+        data").
     acceptance_rate_ : float
         Mean Metropolis acceptance probability while sampling (Metropolis
         dynamics only).

@@ -1,0 +1,178 @@
+"""Lazy sparse SGLD (``skbayes_sg/_sampling/_lazy.pyx``) against exact laws.
+
+* The k-step catch-up of an untouched coordinate is the AR(1) recursion
+  ``z <- a z + b + s xi`` applied k times: its mean and variance are summed
+  here step by step (no closed form shared with the kernel) and compared
+  with many independent catch-ups, within ``Z`` Monte Carlo standard errors.
+* A lazy chain and an eager chain on a sparse ridge problem (identity
+  metric, uniform minibatches with replacement) both against the *exact*
+  stationary law of the eager SGLD recursion at that step and batch
+  (``tests/_reference.affine_recursion_moments``), and that law against the
+  closed-form posterior.
+* Lazy vs eager in the diagonal Laplace-like metric with a control variate,
+  preferential rows and datum weights (the exponential integrator): the two
+  chains' moments agree within their joint Monte Carlo error.
+* Through the estimator: a sparse high-dimensional fit takes lazy steps
+  (``lazy_``) and gives the law of the eager fit at the same settings.
+"""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import _reference as ref
+from skbayes_sg import SGMCMCLogisticRegression
+from skbayes_sg._sampling._chain import ChainOracle, run_segment
+from skbayes_sg._sampling._dataset import RowData
+from skbayes_sg._sampling._dynamics import SGLD
+from skbayes_sg._sampling._estimators import GLMEstimator, Problem, UniformSubsampling
+from skbayes_sg._sampling._lazy import lazy_supported, py_catch_up, run_segment_lazy
+from skbayes_sg._sampling._metric import Metric
+from skbayes_sg._sampling import _estimators
+
+Z = 4.5
+
+
+@pytest.mark.parametrize("o, k", [(0.3, 1), (0.05, 7), (1e-6, 40_000), (0.01, 5_000),
+                                  (1.4, 9)])
+def test_catch_up_has_the_k_step_law(o, k):
+    """Mean a^k z0 + b sum a^i and variance s^2 sum a^(2i), i < k, summed
+    step by step; o = 1.4 is a negative a (an oscillating recursion)."""
+    b, s, z0, n = 0.7, 0.9, 2.5, 200_000
+    a = 1.0 - o
+    mean, var = z0, 0.0
+    for _ in range(k):
+        mean, var = a * mean + b, a * a * var + s * s
+    draws = py_catch_up(o, b, s, z0, k, n, np.random.PCG64(1))
+    se_mean = np.sqrt(var / n)
+    se_var = var * np.sqrt(2.0 / n)
+    assert abs(draws.mean() - mean) < Z * se_mean, (draws.mean(), mean, se_mean)
+    assert abs(draws.var() - var) < Z * se_var, (draws.var(), var, se_var)
+
+
+def _sparse_ridge(n=200, d=20, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.1, random_state=seed + 1, format="csr") * 2.0
+    y = X @ rng.normal(size=d) + 0.5 * rng.normal(size=n)
+    return X, y
+
+
+def _run(X, y, lazy, seed, estimator_of, metric, h, alpha, noise_var, steps, thin, start,
+         weights=None, reference_precision=0.0, scale=1.0):
+    prob = Problem(RowData(X, True), y, "gaussian", 1, noise_var, weights)
+    est = estimator_of(prob)
+    dyn = SGLD(prob.dim, h, 1.0, reference_precision)
+    oracle = ChainOracle(est, alpha, 0, dyn, 0, metric)
+    assert lazy_supported(est, dyn, metric)
+    theta = np.array(start)
+    out = np.empty((steps // thin, prob.dim))
+    bitgen = np.random.PCG64(seed)
+    if lazy:
+        done, kept = run_segment_lazy(est, alpha, metric, dyn, theta, steps, thin, out, bitgen)
+    else:
+        done, kept = run_segment(oracle, dyn, theta, steps, thin, out, bitgen)
+    assert done == steps and kept == steps // thin
+    assert est.n_evals == steps * est.capacity
+    return out
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_lazy_and_eager_sgld_have_the_exact_stationary_law(lazy):
+    """Identity metric, uniform minibatches of 5 (a step touches about a
+    third of the 21 coordinates): mean and covariance of 4 chains against
+    the exact stationary law of the minibatch SGLD recursion."""
+    X, y = _sparse_ridge()
+    alpha, noise_var, h, b = 1.0, 0.5, 0.002, 5
+    mean, cov = ref.sgld_ridge_stationary(X.toarray(), y, alpha, noise_var, h, batch_size=b)
+    post_mean, post_cov, _ = ref.ridge_posterior(X.toarray(), y, alpha, noise_var)
+    # the finite-h law is near the posterior (the design of this check)
+    assert np.max(np.abs(mean - post_mean) / np.sqrt(np.diag(post_cov))) < 0.1
+    draws = np.stack([
+        _run(X, y, lazy, seed, lambda p: UniformSubsampling(p, b), Metric(X.shape[1] + 1), h,
+             alpha, noise_var, 100_000, 10, mean) for seed in range(4)])
+    m, _, se, _ = ref.mean_and_se(draws)
+    z_mean = (m - mean) / se
+    C, C_se = ref.cov_and_se(draws)
+    z_cov = (C - cov) / C_se
+    print(f"lazy={lazy}: max |z| mean {np.abs(z_mean).max():.2f}, cov {np.abs(z_cov).max():.2f}")
+    assert np.all(np.abs(z_mean) < Z), np.round(z_mean, 2)
+    assert np.all(np.abs(z_cov) < Z), np.abs(z_cov).max()
+
+
+def test_lazy_equals_eager_in_law_with_a_diagonal_metric_control_variate_and_weights():
+    """The exponential integrator in a diagonal metric (centre, scales and
+    scale 1/T), a fixed control variate with preferential rows, and datum
+    weights: lazy and eager chains' means and sds agree within their joint
+    Monte Carlo error."""
+    X, y = _sparse_ridge(n=300, d=30, seed=3)
+    rng = np.random.default_rng(5)
+    w = rng.integers(0, 3, size=len(y)).astype(float)
+    alpha, noise_var, T = 1.0, 0.5, 1.0
+    post_mean, post_cov, _ = ref.ridge_posterior(np.repeat(X.toarray(), w.astype(int), 0),
+                                                 np.repeat(y, w.astype(int)), alpha, noise_var)
+    D = np.sqrt(np.diag(post_cov)) * 1.3            # a deliberately imperfect metric
+    center = post_mean + 0.2 * D
+    metric = Metric(len(D), "diagonal", center, D, 1.0 / T, 1.0)
+    Xe = ref.add_ones(X.toarray())
+    R = ((Xe @ center - y) / noise_var) * w                  # weighted residuals at the centre
+    p = w * (Xe ** 2).sum(1) + 1e-3                          # curvature-based rows (CV-PS)
+    p = p / p.sum()
+    prob_table = _estimators.alias_table(p)
+
+    def estimator_of(prob):
+        return GLMEstimator(prob, 4, access="weighted", control="fixed", weights=p,
+                            control_point=center, control_residuals=R,
+                            control_sum=Xe.T @ R, alias=prob_table)
+
+    runs = {lazy: np.stack([
+        _run(X, y, lazy, 10 * lazy + s, estimator_of, metric, 0.02, alpha, noise_var, 100_000, 10,
+             np.zeros(len(D)), w, reference_precision=1.0, scale=1.0 / T) for s in range(4)])
+        for lazy in (False, True)}
+    (m0, _, se0, _), (m1, _, se1, _) = ref.mean_and_se(runs[False]), ref.mean_and_se(runs[True])
+    (s0, sse0), (s1, sse1) = ref.sd_and_se(runs[False]), ref.sd_and_se(runs[True])
+    z_mean = (m1 - m0) / np.hypot(se0, se1)
+    z_sd = (s1 - s0) / np.hypot(sse0, sse1)
+    print(f"max |z| mean {np.abs(z_mean).max():.2f}, sd {np.abs(z_sd).max():.2f}; "
+          f"sd/posterior sd [{(s1 / np.sqrt(np.diag(post_cov))).min():.3f}, "
+          f"{(s1 / np.sqrt(np.diag(post_cov))).max():.3f}]")
+    assert np.all(np.abs(z_mean) < Z), np.round(z_mean, 2)
+    assert np.all(np.abs(z_sd) < Z), np.round(z_sd, 2)
+
+
+def _sparse_logistic(n=3000, d=4000, nnz=4, seed=0):
+    rng = np.random.default_rng(seed)
+    cols = rng.integers(0, d, size=n * nnz)
+    X = sp.csr_matrix((rng.standard_normal(n * nnz), (np.repeat(np.arange(n), nnz), cols)),
+                      shape=(n, d))
+    X.sum_duplicates()
+    y = (X @ rng.normal(size=d) + rng.logistic(size=n) > 0).astype(int)
+    return X, y
+
+
+@pytest.mark.slow
+def test_a_sparse_high_dimensional_fit_takes_lazy_steps_with_the_eager_law(monkeypatch):
+    """sampler='sgld' with a control variate, batch 20, on CSR data with
+    4,001 parameters: the fit is lazy (``lazy_``) and its draws have the
+    eager fit's law (two-sample z of the mean and sd of every parameter; a
+    hand-set step, so the chains mix within the test's budget: the law
+    compared is that of this step and batch, bias included)."""
+    import skbayes_sg._base as base
+    X, y = _sparse_logistic()
+    kw = dict(sampler="sgld", subsampling="cv", batch_size=20, step_size=0.2, n_samples=1000,
+              n_warmup=200, thin=10, random_state=0)
+    lazy = SGMCMCLogisticRegression(**kw).fit(X, y)
+    monkeypatch.setattr(base, "LAZY_DENSITY", 1e12)
+    eager = SGMCMCLogisticRegression(**kw).fit(X, y)
+    assert lazy.lazy_ and not eager.lazy_
+
+    def draws(est):
+        return np.concatenate([est.coef_samples_, est.intercept_samples_[..., None]], -1)
+    (m0, _, se0, n0), (m1, _, se1, n1) = ref.mean_and_se(draws(eager)), ref.mean_and_se(draws(lazy))
+    (s0, sse0), (s1, sse1) = ref.sd_and_se(draws(eager)), ref.sd_and_se(draws(lazy))
+    assert min(n0.min(), n1.min()) > 500          # the chains mix: the z below mean something
+    z_mean = (m1 - m0) / np.hypot(se0, se1)
+    z_sd = (s1 - s0) / np.hypot(sse0, sse1)
+    print(f"max |z| mean {np.abs(z_mean).max():.2f}, sd {np.abs(z_sd).max():.2f} over "
+          f"{z_mean.size} parameters")
+    # 4,001 comparisons each: a null max |z| above 5 has probability ~0.2%
+    assert np.all(np.abs(z_mean) < 5.0), np.abs(z_mean).max()
+    assert np.all(np.abs(z_sd) < 5.0), np.abs(z_sd).max()
