@@ -24,6 +24,7 @@ NUMPY_LIB_DIRS = [
 EXTRA_COMPILE_ARGS = {
     "skbayes_sg._sampling._normal_stream": ["-fno-math-errno"],
     "skbayes_sg._sampling._flat_dynamics": ["-fno-math-errno"],
+    "skbayes_sg._sampling._lazy": ["-fno-math-errno"],
 }
 
 

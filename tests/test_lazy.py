@@ -42,7 +42,7 @@ def test_catch_up_has_the_k_step_law(o, k):
     mean, var = z0, 0.0
     for _ in range(k):
         mean, var = a * mean + b, a * a * var + s * s
-    draws = py_catch_up(o, b, s, z0, k, n, np.random.PCG64(1))
+    draws = py_catch_up(o, b, s, z0, k, n, seed=1)
     se_mean = np.sqrt(var / n)
     se_var = var * np.sqrt(2.0 / n)
     assert abs(draws.mean() - mean) < Z * se_mean, (draws.mean(), mean, se_mean)

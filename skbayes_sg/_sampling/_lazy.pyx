@@ -36,12 +36,15 @@ from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport (random_interval, random_standard_normal,
                                            random_standard_uniform)
 
-from ._dataset cimport RowStore, CSR, row_axpy
+from ._dataset cimport RowStore, CSR, SKB_PREFETCH
 from ._dynamics cimport SGLD
 from ._estimators cimport (ProblemStore, GradientEstimator, GLMEstimator, UniformSubsampling,
-                           datum_residual, ACCESS_RANDOM, ACCESS_WEIGHTED, CONTROL_NONE,
+                           datum_weight, ACCESS_RANDOM, ACCESS_WEIGHTED, CONTROL_NONE,
                            CONTROL_FIXED)
 from ._metric cimport Metric, METRIC_IDENTITY, METRIC_DIAGONAL
+from ._models cimport glm_residual
+from ._normal_stream cimport skb_normal_state, skb_normal_seed, skb_normal_fill_f64
+from libc.stdint cimport uint64_t
 
 
 def lazy_supported(GradientEstimator estimator, dynamics, Metric metric, int ewsg_chain_length=0):
@@ -79,222 +82,397 @@ cdef inline intp _column(const RowStore* X, intp p) noexcept nogil:
     return X.indices64[p] if X.idx_is_64 else X.indices32[p]
 
 
+cdef inline double _value(const RowStore* X, intp p) noexcept nogil:
+    return X.values32[p] if X.is_f32 else X.values64[p]
+
+
+cdef struct Coord:
+    # one cache line per coordinate: everything a touch reads or writes
+    double z            # the state, in the metric's coordinates
+    double o            # 1 - a of the untouched recursion (see the module docstring)
+    double log_a        # log(a) (o < 1)
+    double b            # its constant drift
+    double center       # theta = center + D z
+    double D
+    double delta        # the step's data term sum_i w_i (r_i - a_i) x_ij
+    long long last      # steps applied to z; -(t + 1) while in step t's touched list
+
+
+#: normals made at a time by the vectorised stream (``normal_kernel.h``)
+cdef enum:
+    NORMAL_BLOCK = 4096
+
+
+cdef struct Normals:
+    # a buffer of standard normals refilled in blocks (~0.5 ns a number,
+    # against ~8 ns for numpy's generator one at a time: two are drawn per
+    # touched coordinate per step, the main cost of a lazy step)
+    skb_normal_state* state
+    double* buf
+    intp pos
+
+
+cdef inline double _normal(Normals* N) noexcept nogil:
+    if N.pos == NORMAL_BLOCK:
+        skb_normal_fill_f64(N.state, N.buf, NORMAL_BLOCK)
+        N.pos = 0
+    N.pos += 1
+    return N.buf[N.pos - 1]
+
+
 cdef struct Recursion:
-    # per-coordinate AR(1) of an untouched coordinate (see the module docstring)
-    double* o           # 1 - a
-    double* log_a       # log(a) (o < 1)
+    # per-coordinate AR(1) of an untouched coordinate (the testing twin's view)
+    double* o
+    double* log_a
     double* b
     double s            # the dynamics' noise coefficient
 
 
-cdef inline void _catch_up(const Recursion* R, double* z, intp j, long long k,
-                           bitgen_t* rng) noexcept nogil:
-    """Apply k untouched steps to z_j exactly (one Gaussian draw)."""
-    cdef double o = R.o[j], ak, one_m_ak, one_m_a2k
+cdef inline double _advance(double z, double o, double log_a, double b, double s, long long k,
+                            Normals* rng) noexcept nogil:
+    """z after k untouched steps, exactly (one Gaussian draw)."""
+    cdef double em, ak, one_m_ak
     if k <= 0:
-        return
+        return z
+    if k == 1:
+        return (1.0 - o) * z + b + s * _normal(rng)
     if o < 1.0:
-        ak = exp(<double> k * R.log_a[j])
-        one_m_ak = -expm1(<double> k * R.log_a[j])
+        em = expm1(<double> k * log_a)       # a^k - 1, accurate for a^k near 1
+        ak = 1.0 + em
+        one_m_ak = -em
     else:  # a <= 0 (a step beyond the stiffest direction's half period)
         ak = pow(1.0 - o, <double> k)
         one_m_ak = 1.0 - ak
-    one_m_a2k = one_m_ak * (1.0 + ak)
-    z[j] = (ak * z[j] + R.b[j] * one_m_ak / o
-            + R.s * sqrt(one_m_a2k / (o * (2.0 - o))) * random_standard_normal(rng))
+    return (ak * z + b * one_m_ak / o
+            + s * sqrt(one_m_ak * (1.0 + ak) / (o * (2.0 - o))) * _normal(rng))
+
+
+cdef inline void _catch_up(const Recursion* R, double* z, intp j, long long k,
+                           Normals* rng) noexcept nogil:
+    z[j] = _advance(z[j], R.o[j], R.log_a[j], R.b[j], R.s, k, rng)
+
+
+cdef inline bint _bad(const Coord* c, double max_abs_z, const double* bc, const double* bs,
+                      double max_sds, intp j) noexcept nogil:
+    if not isfinite(c.z) or fabs(c.z) > max_abs_z:
+        return True
+    return bs != NULL and fabs(c.center + c.D * c.z - bc[j]) > max_sds * bs[j]
+
+
+cdef class LazySGLD:
+    """Lazy SGLD steps of one chain (see the module docstring).
+
+    Built once per chain run from its estimator, prior, metric and SGLD
+    dynamics (the per-coordinate recursions are computed here, O(dim)); then
+    :meth:`run` advances it segment by segment without bringing every
+    coordinate up to date in between, and :meth:`finish` writes the current
+    state back.
+
+    Parameters
+    ----------
+    estimator : UniformSubsampling or GLMEstimator
+        See :func:`lazy_supported`.
+    alpha : float
+        Prior precision.
+    metric : Metric
+        Identity or diagonal.
+    dynamics : SGLD
+    theta : ndarray of shape (dim,)
+        The state ``z`` (read now; written by :meth:`finish`).
+    seed : int
+        Seed of the kernel's Gaussian stream (the minibatches come from the
+        chain's bit generator); the caller draws it from the chain's
+        generator, so the chain stays reproducible from its own seed.
+    """
+    cdef GradientEstimator estimator
+    cdef const ProblemStore* P
+    cdef Coord[::1] coords_mem
+    cdef Coord* coords
+    cdef intp dim, b
+    cdef int access, control
+    cdef double[::1] table, inv_np, alias_prob
+    cdef intp[::1] alias_index
+    cdef double[::1] params
+    cdef intp[::1] idx, touched
+    cdef double[::1] zbuf, rbuf
+    cdef double s, kscale          # noise coefficient; c * s_m (times D_j: the data term's)
+    cdef long long t               # steps taken
+    cdef skb_normal_state normal_state
+    cdef double[::1] normal_buf
+    cdef Normals normals
+
+    def __init__(self, GradientEstimator estimator, double alpha, Metric metric, SGLD dynamics,
+                 theta, seed=0):
+        cdef GLMEstimator glm
+        cdef bint diagonal
+        cdef const double[::1] zv, Av
+        cdef intp j
+        cdef double Dj, cj, oj, cs
+        cdef Coord* rec
+        if not lazy_supported(estimator, dynamics, metric):
+            raise ValueError("this estimator, dynamics or metric has no lazy kernel")
+        self.estimator = estimator
+        self.P = estimator.P
+        dim = self.P.dim
+        self.dim = dim
+        if np.shape(theta) != (dim,):
+            raise ValueError("theta must have %d values" % dim)
+        if not alpha > 0:
+            raise ValueError("the lazy kernel needs alpha > 0")
+        self.access, self.control = ACCESS_RANDOM, CONTROL_NONE
+        self.table = np.zeros(1)
+        self.inv_np = np.zeros(1)
+        self.alias_prob = np.zeros(1)
+        self.alias_index = np.zeros(1, dtype=np.intp)
+        A = np.zeros(dim)
+        if isinstance(estimator, GLMEstimator):
+            glm = estimator
+            self.b = glm.batch_size
+            self.access, self.control = glm.access, glm.control
+            if self.control == CONTROL_FIXED:
+                A = np.asarray(glm.A)
+                self.table = glm.table
+            if self.access == ACCESS_WEIGHTED:
+                self.inv_np, self.alias_prob = glm.inv_np, glm.alias_prob
+                self.alias_index = glm.alias_index
+        else:
+            self.b = (<UniformSubsampling> estimator).batch_size
+        c, sm = dynamics.c_grad, metric.scale
+        self.s = dynamics.c_noise
+        self.kscale = c * sm
+        # 64-byte aligned: each coordinate's record is exactly one cache line
+        dtype = np.dtype([("z", "f8"), ("o", "f8"), ("log_a", "f8"), ("b", "f8"),
+                          ("center", "f8"), ("D", "f8"), ("delta", "f8"), ("last", "i8")])
+        raw = np.empty(max(dim, 1) * dtype.itemsize + 64, dtype=np.uint8)
+        offset = (-raw.ctypes.data) % 64
+        self.coords_mem = raw[offset:offset + max(dim, 1) * dtype.itemsize].view(dtype)
+        self.coords = &self.coords_mem[0]
+        diagonal = metric.kind == METRIC_DIAGONAL
+        zv = np.ascontiguousarray(theta, dtype=np.float64)
+        Av = np.ascontiguousarray(A, dtype=np.float64)
+        cs = c * sm
+        for j in range(dim):
+            Dj = metric.diag[j] if diagonal else 1.0
+            cj = metric.center[j] if diagonal else 0.0
+            oj = cs * alpha * Dj * Dj
+            rec = &self.coords[j]
+            rec.z = zv[j]
+            rec.o = oj
+            rec.log_a = log1p(-oj) if oj < 1.0 else 0.0
+            rec.b = -cs * Dj * (alpha * cj + Av[j])
+            rec.center = cj
+            rec.D = Dj
+            rec.delta = 0.0
+            rec.last = 0
+        self.params = np.zeros(max(dim, 1))
+        self.idx = np.zeros(max(self.b, 1), dtype=np.intp)
+        self.touched = np.zeros(max(dim, 1), dtype=np.intp)
+        K = self.P.K
+        self.zbuf = np.zeros(max(K, 1))
+        self.rbuf = np.zeros(max(K, 1))
+        self.t = 0
+        skb_normal_seed(&self.normal_state, <uint64_t> (int(seed) % (1 << 64)))
+        self.normal_buf = np.zeros(NORMAL_BLOCK)
+        self.normals.state = &self.normal_state
+        self.normals.buf = &self.normal_buf[0]
+        self.normals.pos = NORMAL_BLOCK
+
+    cdef void _bring_all(self) noexcept nogil:
+        cdef intp j
+        cdef Coord* c
+        for j in range(self.dim):
+            c = &self.coords[j]
+            c.z = _advance(c.z, c.o, c.log_a, c.b, self.s, self.t - c.last, &self.normals)
+            c.last = self.t
+
+    def finish(self, double[::1] theta):
+        """Bring every coordinate up to date and write the state into ``theta``."""
+        cdef intp j
+        with nogil:
+            self._bring_all()
+            for j in range(self.dim):
+                theta[j] = self.coords[j].z
+
+    def run(self, Py_ssize_t n_steps, Py_ssize_t thin=1, out=None, bit_generator=None,
+            double max_abs_z=INFINITY, bounds=None, dict report=None):
+        """Advance by ``n_steps`` steps without the GIL.
+
+        ``out`` receives every ``thin``-th state mapped to the parameters
+        (all coordinates brought up to date and checked there); the touched
+        coordinates are checked at every step.  On divergence the state is
+        left as it is (the caller discards the chain).
+
+        Returns
+        -------
+        n_done, n_kept : int
+        """
+        cdef const ProblemStore* P = self.P
+        cdef const RowStore* X = P.X
+        cdef intp dim = self.dim, d = X.n_features, dext = X.dext, b = self.b
+        cdef int K = P.K
+        cdef double[:, ::1] out_v
+        cdef bint keep = out is not None
+        if keep:
+            out_v = out
+            if out_v.shape[1] != dim or out_v.shape[0] < n_steps // thin:
+                raise ValueError("out has the wrong shape")
+        if thin < 1:
+            raise ValueError("thin must be >= 1")
+        cdef double[::1] bc_arr, bs_arr
+        cdef const double* bc = NULL
+        cdef const double* bs = NULL
+        cdef double max_sds = INFINITY
+        if bounds is not None:
+            bc_arr = np.ascontiguousarray(bounds[0], dtype=np.float64)
+            bs_arr = np.ascontiguousarray(bounds[1], dtype=np.float64)
+            if bc_arr.shape[0] != dim or bs_arr.shape[0] != dim:
+                raise ValueError("bounds must have dim values")
+            max_sds = bounds[2]
+            bc = &bc_arr[0]
+            bs = &bs_arr[0]
+        cdef bitgen_t* rng = <bitgen_t*> PyCapsule_GetPointer(bit_generator.capsule,
+                                                              "BitGenerator")
+        cdef Coord* coords = self.coords
+        cdef Coord* c
+        cdef Normals* nrm = &self.normals
+        cdef double* params = &self.params[0]
+        cdef intp* idx = &self.idx[0]
+        cdef intp* touched = &self.touched[0]
+        cdef double* zb = &self.zbuf[0]
+        cdef double* rb = &self.rbuf[0]
+        cdef double s = self.s, ks = self.kscale, w, x, v
+        cdef double inv_b = 1.0 / <double> b
+        cdef intp n = P.n, step, jb, i, p, p0, p1, col, j, q, n_touched, n_kept = 0, n_done = 0
+        cdef long long t, in_list
+        cdef int k
+        cdef bint ok = True, finite = True
+        with bit_generator.lock, nogil:
+            for step in range(n_steps):
+                t = self.t
+                in_list = -(t + 1)
+                # 1. the minibatch
+                for jb in range(b):
+                    i = <intp> random_interval(rng, n - 1)
+                    if self.access == ACCESS_WEIGHTED and \
+                            random_standard_uniform(rng) >= self.alias_prob[i]:
+                        i = self.alias_index[i]
+                    idx[jb] = i
+                # 2. bring its columns (and the intercepts) up to step t; every
+                # coordinate's line is requested first, so that the misses of a
+                # large model overlap instead of queueing
+                for jb in range(b):
+                    i = idx[jb]
+                    for p in range(_row_start(X, i), _row_start(X, i + 1)):
+                        for k in range(K):
+                            SKB_PREFETCH(&coords[k * dext + _column(X, p)])
+                n_touched = 0
+                for jb in range(b):
+                    i = idx[jb]
+                    p0 = _row_start(X, i)
+                    p1 = _row_start(X, i + 1)
+                    for p in range(p0, p1):
+                        col = _column(X, p)
+                        for k in range(K):
+                            j = k * dext + col
+                            c = &coords[j]
+                            if c.last != in_list:
+                                c.z = _advance(c.z, c.o, c.log_a, c.b, s, t - c.last, nrm)
+                                c.last = in_list
+                                touched[n_touched] = j
+                                n_touched += 1
+                if dext > d:
+                    for k in range(K):
+                        j = k * dext + d
+                        c = &coords[j]
+                        c.z = _advance(c.z, c.o, c.log_a, c.b, s, t - c.last, nrm)
+                        c.last = in_list
+                        touched[n_touched] = j
+                        n_touched += 1
+                # 3. each row's residuals at the touched theta, and the data term
+                for jb in range(b):
+                    i = idx[jb]
+                    p0 = _row_start(X, i)
+                    p1 = _row_start(X, i + 1)
+                    for k in range(K):
+                        v = 0.0
+                        for p in range(p0, p1):
+                            c = &coords[k * dext + _column(X, p)]
+                            v += _value(X, p) * (c.center + c.D * c.z)
+                        if dext > d:
+                            c = &coords[k * dext + d]
+                            v += c.center + c.D * c.z
+                        zb[k] = v
+                    glm_residual(P.model, zb, K, P.y + i * P.y_stride, P.inv_noise_var, rb)
+                    # the estimator's term: importance weight times (w_i r_i - a_i)
+                    w = (self.inv_np[i] if self.access == ACCESS_WEIGHTED else 1.0) \
+                        * <double> n * inv_b
+                    x = datum_weight(P, i)
+                    for k in range(K):
+                        rb[k] *= x
+                        if self.control == CONTROL_FIXED:
+                            rb[k] -= self.table[i * K + k]
+                        rb[k] *= w
+                    for k in range(K):
+                        if rb[k] == 0.0:
+                            continue
+                        for p in range(p0, p1):
+                            coords[k * dext + _column(X, p)].delta += rb[k] * _value(X, p)
+                        if dext > d:
+                            coords[k * dext + d].delta += rb[k]
+                # 4. their full step; every touched coordinate is checked
+                for q in range(n_touched):
+                    c = &coords[touched[q]]
+                    c.z = (1.0 - c.o) * c.z + c.b - ks * c.D * c.delta + s * _normal(nrm)
+                    c.delta = 0.0
+                    c.last = t + 1
+                    if _bad(c, max_abs_z, bc, bs, max_sds, touched[q]):
+                        ok = False
+                        finite = finite and isfinite(c.z)
+                self.t = t + 1
+                if not ok:
+                    break
+                # 5. a kept draw: every coordinate up to date and checked
+                if keep and (step + 1) % thin == 0:
+                    self._bring_all()
+                    for j in range(dim):
+                        c = &coords[j]
+                        params[j] = c.center + c.D * c.z
+                        if _bad(c, max_abs_z, bc, bs, max_sds, j):
+                            ok = False
+                            finite = finite and isfinite(c.z)
+                    if not ok:
+                        break
+                    memcpy(&out_v[n_kept, 0], params, dim * sizeof(double))
+                    n_kept += 1
+                n_done = step + 1
+        self.estimator.n_evals += <long long> n_done * b
+        if not ok and report is not None:
+            report["reason"] = "far" if finite else "non-finite"
+        return n_done, n_kept
 
 
 def run_segment_lazy(GradientEstimator estimator, double alpha, Metric metric, SGLD dynamics,
                      double[::1] theta, Py_ssize_t n_steps, Py_ssize_t thin=1, out=None,
                      bit_generator=None, double max_abs_z=INFINITY, bounds=None,
                      dict report=None):
-    """Advance one SGLD chain by ``n_steps`` lazy steps without the GIL.
-
-    The same contract as :func:`._chain.run_segment` (``theta`` is the state
-    ``z`` in the metric's coordinates, updated in place; ``out`` receives kept
-    draws mapped to the parameters), for the chains :func:`lazy_supported`
-    accepts.  Every touched coordinate is checked at every step, every
-    coordinate at every kept draw and at the end; on divergence ``theta``
-    is set back to the segment's starting state.
+    """One segment of lazy SGLD steps (:class:`LazySGLD` built, run and
+    finished): the same contract as :func:`._chain.run_segment` for the
+    chains :func:`lazy_supported` accepts (``theta``, the state ``z``, is
+    updated in place; ``out`` receives kept draws mapped to the parameters).
 
     Returns
     -------
     n_done, n_kept : int
     """
-    if not lazy_supported(estimator, dynamics, metric):
-        raise ValueError("this estimator, dynamics or metric has no lazy kernel")
-    cdef const ProblemStore* P = estimator.P
-    cdef const RowStore* X = P.X
-    cdef intp dim = P.dim, d = X.n_features, dext = X.dext
-    cdef int K = P.K
-    if theta.shape[0] != dim:
-        raise ValueError("theta must have %d values" % dim)
-    cdef double[:, ::1] out_v
-    cdef bint keep = out is not None
-    if keep:
-        out_v = out
-        if out_v.shape[1] != dim or out_v.shape[0] < n_steps // thin:
-            raise ValueError("out has the wrong shape")
-    if thin < 1:
-        raise ValueError("thin must be >= 1")
-
-    # ---- the estimator's settings
-    cdef intp b
-    cdef int access = ACCESS_RANDOM, control = CONTROL_NONE
-    cdef GLMEstimator glm
-    cdef double[::1] A = np.zeros(dim)
-    cdef double[::1] table = np.zeros(1)
-    cdef double[::1] inv_np = np.zeros(1)
-    cdef double[::1] alias_prob = np.zeros(1)
-    cdef intp[::1] alias_index = np.zeros(1, dtype=np.intp)
-    if isinstance(estimator, GLMEstimator):
-        glm = estimator
-        b = glm.batch_size
-        access, control = glm.access, glm.control
-        if control == CONTROL_FIXED:
-            A = glm.A
-            table = glm.table
-        if access == ACCESS_WEIGHTED:
-            inv_np, alias_prob, alias_index = glm.inv_np, glm.alias_prob, glm.alias_index
-    else:
-        b = (<UniformSubsampling> estimator).batch_size
-
-    # ---- per-coordinate recursion of an untouched coordinate
-    cdef double c = dynamics.c_grad, s = dynamics.c_noise, sm = metric.scale
-    D_arr = (np.asarray(metric.diag) if metric.kind == METRIC_DIAGONAL else np.ones(dim))
-    c_arr = (np.asarray(metric.center)[:dim] if metric.kind == METRIC_DIAGONAL
-             else np.zeros(dim))
-    o_arr = c * sm * alpha * D_arr ** 2
-    if not np.all(o_arr > 0):
-        raise ValueError("the lazy kernel needs alpha > 0")
-    cdef double[::1] o = o_arr
-    cdef double[::1] log_a = np.log1p(-np.where(o_arr < 1.0, o_arr, 0.0))
-    cdef double[::1] bvec = -c * sm * D_arr * (alpha * c_arr + np.asarray(A))
-    cdef double[::1] Dv = D_arr
-    cdef double[::1] cv = c_arr
-    cdef double[::1] kstep = c * sm * D_arr     # multiplies the data term of a touched step
-    cdef Recursion R
-    R.o = &o[0]
-    R.log_a = &log_a[0]
-    R.b = &bvec[0]
-    R.s = s
-
-    # ---- bounds
-    cdef double[::1] bc, bs
-    cdef const double* c_ptr = NULL
-    cdef const double* s_ptr = NULL
-    cdef double max_sds = INFINITY
-    if bounds is not None:
-        bc = np.ascontiguousarray(bounds[0], dtype=np.float64)
-        bs = np.ascontiguousarray(bounds[1], dtype=np.float64)
-        if bc.shape[0] != dim or bs.shape[0] != dim:
-            raise ValueError("bounds must have dim values")
-        max_sds = bounds[2]
-        c_ptr = &bc[0]
-        s_ptr = &bs[0]
-
-    # ---- work arrays
-    cdef double[::1] start = np.array(theta)                 # restored on divergence
-    cdef double[::1] params = np.zeros(max(dim, 1))          # theta of touched coordinates
-    cdef double[::1] delta = np.zeros(max(dim, 1))           # sum_i w_i (r_i - a_i) x_i
-    cdef long long[::1] last = np.zeros(max(dim, 1), dtype=np.int64)
-    cdef long long[::1] mark = np.full(max(dim, 1), -1, dtype=np.int64)
-    cdef intp[::1] idx = np.zeros(max(b, 1), dtype=np.intp)
-    cdef intp[::1] touched = np.zeros(max(dim, 1), dtype=np.intp)
-    cdef double[::1] zbuf = np.zeros(max(K, 1))
-    cdef double[::1] rbuf = np.zeros(max(K, 1))
-    cdef bitgen_t* rng = <bitgen_t*> PyCapsule_GetPointer(bit_generator.capsule, "BitGenerator")
-
-    cdef double* z = &theta[0]
-    cdef intp n = P.n, t, jb, i, p, p0, p1, col, j, q, n_touched, n_kept = 0, n_done = 0
-    cdef int k
-    cdef double w, inv_b = 1.0 / <double> b
-    cdef bint ok = True, finite = True
-    with bit_generator.lock, nogil:
-        for t in range(n_steps):
-            # 1. the minibatch
-            for jb in range(b):
-                i = <intp> random_interval(rng, n - 1)
-                if access == ACCESS_WEIGHTED and random_standard_uniform(rng) >= alias_prob[i]:
-                    i = alias_index[i]
-                idx[jb] = i
-            # 2. bring its columns (and the intercepts) up to step t
-            n_touched = 0
-            for jb in range(b):
-                i = idx[jb]
-                p0 = _row_start(X, i)
-                p1 = _row_start(X, i + 1)
-                for p in range(p0, p1):
-                    col = _column(X, p)
-                    for k in range(K):
-                        j = k * dext + col
-                        if mark[j] != t:
-                            mark[j] = t
-                            _catch_up(&R, z, j, t - last[j], rng)
-                            params[j] = cv[j] + Dv[j] * z[j]
-                            touched[n_touched] = j
-                            n_touched += 1
-            if dext > d:
-                for k in range(K):
-                    j = k * dext + d
-                    _catch_up(&R, z, j, t - last[j], rng)
-                    params[j] = cv[j] + Dv[j] * z[j]
-                    mark[j] = t
-                    touched[n_touched] = j
-                    n_touched += 1
-            # 3. the data term of the touched coordinates
-            for jb in range(b):
-                i = idx[jb]
-                datum_residual(P, i, &params[0], &zbuf[0], &rbuf[0])
-                w = (inv_np[i] if access == ACCESS_WEIGHTED else 1.0) * <double> n * inv_b
-                for k in range(K):
-                    if control == CONTROL_FIXED:
-                        rbuf[k] = w * (rbuf[k] - table[i * K + k])
-                    else:
-                        rbuf[k] = w * rbuf[k]
-                row_axpy(X, i, &rbuf[0], K, &delta[0])
-            # 4. their full step; every touched coordinate is checked
-            for q in range(n_touched):
-                j = touched[q]
-                z[j] = (1.0 - o[j]) * z[j] + bvec[j] - kstep[j] * delta[j] \
-                    + s * random_standard_normal(rng)
-                delta[j] = 0.0
-                last[j] = t + 1
-                if not isfinite(z[j]) or fabs(z[j]) > max_abs_z or (
-                        s_ptr != NULL and fabs(cv[j] + Dv[j] * z[j] - c_ptr[j]) > max_sds * s_ptr[j]):
-                    ok = False
-            if not ok:
-                for q in range(n_touched):
-                    if not isfinite(z[touched[q]]):
-                        finite = False
-                break
-            # 5. a kept draw (and the end): every coordinate up to date, checked
-            if (keep and (t + 1) % thin == 0) or t + 1 == n_steps:
-                for j in range(dim):
-                    _catch_up(&R, z, j, t + 1 - last[j], rng)
-                    last[j] = t + 1
-                    params[j] = cv[j] + Dv[j] * z[j]
-                    if not isfinite(z[j]) or fabs(z[j]) > max_abs_z or (
-                            s_ptr != NULL and fabs(params[j] - c_ptr[j]) > max_sds * s_ptr[j]):
-                        ok = False
-                        finite = isfinite(z[j])
-                        break
-                if not ok:
-                    break
-                if keep and (t + 1) % thin == 0:
-                    memcpy(&out_v[n_kept, 0], &params[0], dim * sizeof(double))
-                    n_kept += 1
-            n_done = t + 1
-        if not ok:
-            memcpy(z, &start[0], dim * sizeof(double))
-    estimator.n_evals += <long long> n_done * b
-    if not ok and report is not None:
-        report["reason"] = "far" if finite else "non-finite"
-    return n_done, n_kept
+    seed = np.random.Generator(bit_generator).integers(2 ** 63)
+    kernel = LazySGLD(estimator, alpha, metric, dynamics, theta, seed)
+    result = kernel.run(n_steps, thin, out, bit_generator, max_abs_z, bounds, report)
+    kernel.finish(theta)
+    return result
 
 
 def py_catch_up(double o, double b, double s, double z0, long long k, Py_ssize_t n_draws,
-                bit_generator):
+                seed=0):
     """``n_draws`` independent k-step catch-ups of one coordinate from ``z0``
     (``a = 1 - o``, drift ``b``, noise ``s``): the testing twin of the kernel
     that brings an untouched coordinate up to date."""
@@ -302,14 +480,20 @@ def py_catch_up(double o, double b, double s, double z0, long long k, Py_ssize_t
     cdef double[::1] ov = np.full(n_draws, o)
     cdef double[::1] lv = np.full(n_draws, np.log1p(-o) if o < 1.0 else 0.0)
     cdef double[::1] bv = np.full(n_draws, b)
+    cdef double[::1] buf = np.zeros(NORMAL_BLOCK)
+    cdef skb_normal_state state
+    cdef Normals nrm
     cdef Recursion R
     cdef intp i
-    cdef bitgen_t* rng = <bitgen_t*> PyCapsule_GetPointer(bit_generator.capsule, "BitGenerator")
+    skb_normal_seed(&state, <uint64_t> int(seed))
+    nrm.state = &state
+    nrm.buf = &buf[0]
+    nrm.pos = NORMAL_BLOCK
     R.o = &ov[0]
     R.log_a = &lv[0]
     R.b = &bv[0]
     R.s = s
-    with bit_generator.lock, nogil:
+    with nogil:
         for i in range(n_draws):
-            _catch_up(&R, &z[0], i, k, rng)
+            _catch_up(&R, &z[0], i, k, &nrm)
     return np.asarray(z)

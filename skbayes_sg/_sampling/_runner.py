@@ -21,7 +21,7 @@ from joblib import Parallel, delayed
 from ._chain import ChainOracle, run_segment
 from ._dataset import RowData
 from ._estimators import Problem
-from ._lazy import lazy_supported, run_segment_lazy
+from ._lazy import LazySGLD, lazy_supported
 from ._metric import Metric
 from ._registry import SAMPLERS, SUBSAMPLINGS
 
@@ -250,6 +250,10 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
                          metric, spec.metropolis)
     # sparse rows and a linear recursion off the minibatch: O(nnz) lazy steps
     lazy = spec.lazy and lazy_supported(estimator, dynamics, metric, spec.ewsg_chain_length)
+    # one kernel for all segments: its coordinates are brought up to date at
+    # kept draws and once at the end, not between segments
+    kernel = (LazySGLD(estimator, spec.alpha, metric, dynamics, theta,
+                       generator.integers(2 ** 63)) if lazy else None)
     adapt = adapt or {}
     if "start" in adapt:
         dynamics.start_adaptation(adapt["start"], adapt.get("max_step"))
@@ -274,9 +278,8 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
         view = samples[kept:] if keep else None
         t_seg = time.perf_counter()
         if lazy:
-            n_done, n_kept = run_segment_lazy(estimator, spec.alpha, metric, dynamics, theta,
-                                              chunk, thin, view, bitgen, max_abs_z=max_abs_z,
-                                              bounds=bounds, report=report)
+            n_done, n_kept = kernel.run(chunk, thin, view, bitgen, max_abs_z=max_abs_z,
+                                        bounds=bounds, report=report)
         else:
             n_done, n_kept = run_segment(oracle, dynamics, theta, chunk, thin, view, bitgen,
                                          CHECK_EVERY, max_abs_z=max_abs_z, bounds=bounds,
@@ -297,6 +300,8 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
             raise ChainStopped(chain_id)
     if progress is not None:
         progress.close()
+    if lazy and not diverged:
+        kernel.finish(theta)
     reason = ""
     if diverged:
         reason = report.get("reason", "far")
