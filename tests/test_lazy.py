@@ -176,3 +176,16 @@ def test_a_sparse_high_dimensional_fit_takes_lazy_steps_with_the_eager_law(monke
     # 4,001 comparisons each: a null max |z| above 5 has probability ~0.2%
     assert np.all(np.abs(z_mean) < 5.0), np.abs(z_mean).max()
     assert np.all(np.abs(z_sd) < 5.0), np.abs(z_sd).max()
+
+
+def test_lazy_fits_are_identical_for_any_n_jobs_and_reproducible():
+    X, y = _sparse_logistic(n=1000, d=1000)
+    kw = dict(sampler="sgld", subsampling="uniform", metric="identity", batch_size=10,
+              step_size=1e-3, n_samples=50, n_warmup=20, thin=5, random_state=3)
+    one = SGMCMCLogisticRegression(n_jobs=1, **kw).fit(X, y)
+    two = SGMCMCLogisticRegression(n_jobs=2, **kw).fit(X, y)
+    again = SGMCMCLogisticRegression(n_jobs=1, **kw).fit(X, y)
+    assert one.lazy_ and two.lazy_
+    np.testing.assert_array_equal(one.coef_samples_, two.coef_samples_)
+    np.testing.assert_array_equal(one.coef_samples_, again.coef_samples_)
+    assert np.all(np.isfinite(one.coef_samples_))
