@@ -189,3 +189,41 @@ def test_lazy_fits_are_identical_for_any_n_jobs_and_reproducible():
     np.testing.assert_array_equal(one.coef_samples_, two.coef_samples_)
     np.testing.assert_array_equal(one.coef_samples_, again.coef_samples_)
     assert np.all(np.isfinite(one.coef_samples_))
+
+
+@pytest.mark.slow
+def test_lazy_multinomial_with_weights_has_the_eager_law(monkeypatch):
+    """Three classes (a coordinate per class and column), datum weights and
+    CV-PS in a diagonal metric: lazy vs eager, two-sample z of the mean and
+    sd of every parameter that mixed (ESS > 200): max |z| below 5 and the
+    mean of z^2 near 1 (the null), 1,800 parameters."""
+    import skbayes_sg._base as base
+    rng = np.random.default_rng(0)
+    n, d, nnz = 1500, 600, 3
+    cols = rng.integers(0, d, size=n * nnz)
+    X = sp.csr_matrix((rng.standard_normal(n * nnz), (np.repeat(np.arange(n), nnz), cols)),
+                      shape=(n, d))
+    X.sum_duplicates()
+    y = np.argmax(X @ rng.normal(size=(d, 3)) + rng.gumbel(size=(n, 3)), axis=1)
+    w = rng.integers(0, 3, size=n).astype(float)
+    kw = dict(sampler="sgld", subsampling="cv-preferential", metric="diagonal", batch_size=10,
+              step_size=0.2, n_samples=800, n_warmup=200, thin=5, random_state=0)
+    lazy = SGMCMCLogisticRegression(**kw).fit(X, y, sample_weight=w)
+    monkeypatch.setattr(base, "LAZY_DENSITY", 1e12)
+    eager = SGMCMCLogisticRegression(**kw).fit(X, y, sample_weight=w)
+    assert lazy.lazy_ and not eager.lazy_
+
+    def draws(est):
+        C, S = est.coef_samples_.shape[:2]
+        return np.concatenate([est.coef_samples_, est.intercept_samples_[..., None]],
+                              -1).reshape(C, S, -1)
+    (m0, _, se0, n0), (m1, _, se1, n1) = ref.mean_and_se(draws(eager)), ref.mean_and_se(draws(lazy))
+    (s0, sse0), (s1, sse1) = ref.sd_and_se(draws(eager)), ref.sd_and_se(draws(lazy))
+    mixed = (n0 > 200) & (n1 > 200)
+    assert mixed.sum() > 1500
+    z_mean = ((m1 - m0) / np.hypot(se0, se1))[mixed]
+    z_sd = ((s1 - s0) / np.hypot(sse0, sse1))[mixed]
+    print(f"{mixed.sum()} parameters: max |z| mean {np.abs(z_mean).max():.2f}, sd "
+          f"{np.abs(z_sd).max():.2f}; mean z^2 {np.mean(z_mean ** 2):.3f}, {np.mean(z_sd ** 2):.3f}")
+    assert np.abs(z_mean).max() < 5.0 and np.abs(z_sd).max() < 5.0
+    assert abs(np.mean(z_mean ** 2) - 1.0) < 0.25 and abs(np.mean(z_sd ** 2) - 1.0) < 0.25
