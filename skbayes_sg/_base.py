@@ -408,7 +408,7 @@ class BaseSGMCMC(BaseEstimator):
                 sampler = "sgld"
             else:
                 sampler = "sghmc-leapfrog" if exact else "baoab"
-        lazy = lazy and sampler == "sgld"
+        lazy = lazy and sampler in ("sgld", "sghmc")
         notes["lazy"] = lazy
         self._check_parameters_act(sampler, subsampling)
         if (SUBSAMPLINGS[subsampling].index_chain and self.ewsg_x == "momentum-stop"
@@ -675,13 +675,13 @@ class BaseSGMCMC(BaseEstimator):
 
     def _lazy_candidate(self, ctx, kind):
         """Whether the chains can take lazy O(nnz) steps (:mod:`._sampling._lazy`):
-        CSR rows, an identity or diagonal metric, SGLD (or the automatic
-        sampler) without a Metropolis correction or EWSG, and a default-size
+        CSR rows, an identity or diagonal metric, SGLD or SGHMC (or the
+        automatic sampler) without a Metropolis correction or EWSG, and a default-size
         minibatch touching under a quarter of the coordinates."""
         X = ctx.X
         if not hasattr(X, "nnz") or kind not in ("identity", "diagonal"):
             return False
-        if self.sampler not in ("auto", "sgld") or self.metropolis is True:
+        if self.sampler not in ("auto", "sgld", "sghmc") or self.metropolis is True:
             return False
         if self.subsampling not in ("auto",) + tuple(LAZY_SUBSAMPLINGS):
             return False

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Lazy, exact SGLD on sparse rows: O(nnz) a step instead of O(dim).
+"""Lazy, exact SGLD and SGHMC on sparse rows: O(nnz) a step instead of O(dim).
 
 On CSR data a minibatch touches only the columns of its rows.  Between two
 touches a coordinate ``z_j`` moves under the prior alone (and the constant
@@ -14,17 +14,24 @@ metric's scale), whose k-step law is exact in closed form (AR(1)):
 
     z_j <- a^k z_j + b (1 - a^k) / o + s sqrt((1 - a^(2k)) / (o (2 - o))) xi.
 
+Euler SGHMC's untouched pair ``(z_j, r_j)`` follows the 2 x 2 recursion
+``z <- z + h r``, ``r <- r - h (a_j z + beta_j + gamma r) + s xi``
+(``a_j = s_m alpha D_j^2``, ``beta_j = s_m D_j (alpha c_j + A_j)``); its k-step
+law (matrix power, mean and covariance) is composed from binary powers of
+the one-step law in O(log k), where every term adds (nothing cancels, in the
+over- and the underdamped regime alike).
+
 A coordinate is brought up to date only when a row of the minibatch touches
 it, before its residuals are computed, and every coordinate at a kept draw
-and at the end of a segment: the chain has the same law, step for step, as
+and at the end of a round: the chain has the same law, step for step, as
 the eager loop of :func:`._chain.run_segment` (not the same random numbers).
 The touched coordinates then take their full step with the minibatch's data
-term.  The dynamics whose untouched coordinates follow such a recursion and
-are implemented here: SGLD (Euler, or the exponential integrator of a
-whitened metric, non-Metropolis).  The others (momentum dynamics: a 2 x 2
-recursion per coordinate; pSGLD, whose preconditioner moves with every
-gradient; Metropolis-adjusted steps; dense metrics, which mix all
-coordinates) run the eager loop.
+term.  The other dynamics run the eager loop: the exact-OU ULD and BAOAB
+(their untouched steps are linear too; not written yet), pSGLD (its
+preconditioner moves with every gradient), Metropolis-adjusted steps (the
+accept test needs the whole state), and dense metrics (which mix every
+coordinate); so do the snapshot estimators (their drift changes at each
+refresh) and EWSG (its index chain weighs whole gradients).
 """
 import numpy as np
 
@@ -37,7 +44,7 @@ from numpy.random.c_distributions cimport (random_interval, random_standard_norm
                                            random_standard_uniform)
 
 from ._dataset cimport RowStore, CSR, SKB_PREFETCH
-from ._dynamics cimport SGLD
+from ._dynamics cimport SGHMC, SGLD
 from ._estimators cimport (ProblemStore, GradientEstimator, GLMEstimator, UniformSubsampling,
                            datum_weight, ACCESS_RANDOM, ACCESS_WEIGHTED, CONTROL_NONE,
                            CONTROL_FIXED)
@@ -50,7 +57,7 @@ from libc.stdint cimport uint64_t
 def lazy_supported(GradientEstimator estimator, dynamics, Metric metric, int ewsg_chain_length=0):
     """Whether :func:`run_segment_lazy` can run this chain (else the eager loop).
 
-    CSR rows; SGLD without a Metropolis correction; an identity or diagonal
+    CSR rows; SGLD without a Metropolis correction, or Euler SGHMC; an identity or diagonal
     metric; no EWSG index chain; uniform minibatches with replacement, or a
     fixed control variate and/or fixed importance weights (``"cv"``,
     ``"preferential"``, ``"cv-preferential"``), at a fixed batch size.
@@ -59,7 +66,10 @@ def lazy_supported(GradientEstimator estimator, dynamics, Metric metric, int ews
     cdef UniformSubsampling uni
     if estimator.P.X.layout != CSR or ewsg_chain_length > 0:
         return False
-    if type(dynamics) is not SGLD or dynamics.metropolis:
+    if type(dynamics) is SGLD:
+        if dynamics.metropolis:
+            return False
+    elif type(dynamics) is not SGHMC:
         return False
     if metric.kind != METRIC_IDENTITY and metric.kind != METRIC_DIAGONAL:
         return False
@@ -89,9 +99,9 @@ cdef inline double _value(const RowStore* X, intp p) noexcept nogil:
 cdef struct Coord:
     # one cache line per coordinate: everything a touch reads or writes
     double z            # the state, in the metric's coordinates
-    double o            # 1 - a of the untouched recursion (see the module docstring)
-    double log_a        # log(a) (o < 1)
-    double b            # its constant drift
+    double k1           # SGLD: o = 1 - a of the untouched recursion; SGHMC: its curvature
+    double k2           # SGLD: log(a) (o < 1);                        SGHMC: the momentum r
+    double k3           # the untouched recursion's constant drift (b; SGHMC: beta)
     double center       # theta = center + D z
     double D
     double delta        # the step's data term sum_i w_i (r_i - a_i) x_ij
@@ -147,6 +157,81 @@ cdef inline double _advance(double z, double o, double log_a, double b, double s
             + s * sqrt(one_m_ak * (1.0 + ak) / (o * (2.0 - o))) * _normal(rng))
 
 
+cdef inline void _compose(double* P, double* mu, double* C, const double* Q, const double* nu,
+                          const double* D) noexcept nogil:
+    """(P, mu, C) <- the law of (P, mu, C) followed by (Q, nu, D): x -> Q (P x + mu) + nu,
+    covariance Q C Q^T + D (2 x 2, row-major; C, D symmetric as c00, c01, c11)."""
+    cdef double p00 = Q[0] * P[0] + Q[1] * P[2], p01 = Q[0] * P[1] + Q[1] * P[3]
+    cdef double p10 = Q[2] * P[0] + Q[3] * P[2], p11 = Q[2] * P[1] + Q[3] * P[3]
+    cdef double m0 = Q[0] * mu[0] + Q[1] * mu[1] + nu[0]
+    cdef double m1 = Q[2] * mu[0] + Q[3] * mu[1] + nu[1]
+    # Q C Q^T
+    cdef double a0 = Q[0] * C[0] + Q[1] * C[1], a1 = Q[0] * C[1] + Q[1] * C[2]
+    cdef double b0 = Q[2] * C[0] + Q[3] * C[1], b1 = Q[2] * C[1] + Q[3] * C[2]
+    C[0] = a0 * Q[0] + a1 * Q[1] + D[0]
+    C[1] = a0 * Q[2] + a1 * Q[3] + D[1]
+    C[2] = b0 * Q[2] + b1 * Q[3] + D[2]
+    P[0], P[1], P[2], P[3] = p00, p01, p10, p11
+    mu[0], mu[1] = m0, m1
+
+
+cdef inline void _advance_momentum(double* z, double* r, double a, double beta, double h,
+                                   double gamma, double s, long long k,
+                                   Normals* rng) noexcept nogil:
+    """(z, r) after k untouched Euler SGHMC steps, exactly:
+    ``z' = z + h r``, ``r' = r - h (a z + beta + gamma r) + s xi``, a linear
+    Gaussian recursion whose k-step law (P, mu, C) comes from binary powers
+    of the one-step law (O(log k); every term adds, nothing cancels)."""
+    cdef double z0 = z[0], r0 = r[0], L11, L21, L22, x1, x2
+    cdef double P[4]
+    cdef double mu[2]
+    cdef double C[3]
+    cdef double B[4]
+    cdef double bu[2]
+    cdef double BC[3]
+    cdef double B2[4]
+    cdef double bu2[2]
+    cdef double BC2[3]
+    if k <= 0:
+        return
+    if k == 1:
+        z[0] = z0 + h * r0
+        r[0] = r0 - h * (a * z0 + beta + gamma * r0) + s * _normal(rng)
+        return
+    P[0], P[1], P[2], P[3] = 1.0, 0.0, 0.0, 1.0
+    mu[0], mu[1] = 0.0, 0.0
+    C[0], C[1], C[2] = 0.0, 0.0, 0.0
+    B[0], B[1], B[2], B[3] = 1.0, h, -h * a, 1.0 - h * gamma
+    bu[0], bu[1] = 0.0, -h * beta
+    BC[0], BC[1], BC[2] = 0.0, 0.0, s * s
+    while k:
+        if k & 1:
+            _compose(P, mu, C, B, bu, BC)
+        k >>= 1
+        if k:
+            # the base doubles: (B, bu, BC) followed by itself
+            B2[0], B2[1], B2[2], B2[3] = B[0], B[1], B[2], B[3]
+            bu2[0], bu2[1] = bu[0], bu[1]
+            BC2[0], BC2[1], BC2[2] = BC[0], BC[1], BC[2]
+            _compose(B, bu, BC, B2, bu2, BC2)
+    x1 = _normal(rng)
+    x2 = _normal(rng)
+    L11 = sqrt(C[0]) if C[0] > 0.0 else 0.0
+    L21 = C[1] / L11 if L11 > 0.0 else 0.0
+    L22 = C[2] - L21 * L21
+    L22 = sqrt(L22) if L22 > 0.0 else 0.0
+    z[0] = P[0] * z0 + P[1] * r0 + mu[0] + L11 * x1
+    r[0] = P[2] * z0 + P[3] * r0 + mu[1] + L21 * x1 + L22 * x2
+
+
+cdef inline void _advance_coord(Coord* c, bint momentum, double s, double h, double gamma,
+                                long long k, Normals* rng) noexcept nogil:
+    if momentum:
+        _advance_momentum(&c.z, &c.k2, c.k1, c.k3, h, gamma, s, k, rng)
+    else:
+        c.z = _advance(c.z, c.k1, c.k2, c.k3, s, k, rng)
+
+
 cdef inline void _catch_up(const Recursion* R, double* z, intp j, long long k,
                            Normals* rng) noexcept nogil:
     z[j] = _advance(z[j], R.o[j], R.log_a[j], R.b[j], R.s, k, rng)
@@ -159,8 +244,8 @@ cdef inline bint _bad(const Coord* c, double max_abs_z, const double* bc, const 
     return bs != NULL and fabs(c.center + c.D * c.z - bc[j]) > max_sds * bs[j]
 
 
-cdef class LazySGLD:
-    """Lazy SGLD steps of one chain (see the module docstring).
+cdef class LazyChain:
+    """Lazy SGLD or SGHMC steps of one chain (see the module docstring).
 
     Built once per chain run from its estimator, prior, metric and SGLD
     dynamics (the per-coordinate recursions are computed here, O(dim)); then
@@ -176,7 +261,8 @@ cdef class LazySGLD:
         Prior precision.
     metric : Metric
         Identity or diagonal.
-    dynamics : SGLD
+    dynamics : SGLD or SGHMC
+        SGHMC's momentum is read now and written back by :meth:`finish`.
     theta : ndarray of shape (dim,)
         The state ``z`` (read now; written by :meth:`finish`).
     seed : int
@@ -195,17 +281,20 @@ cdef class LazySGLD:
     cdef double[::1] params
     cdef intp[::1] idx, touched
     cdef double[::1] zbuf, rbuf
-    cdef double s, kscale          # noise coefficient; c * s_m (times D_j: the data term's)
+    cdef double s, kscale          # noise coefficient; the data term's factor (times D_j)
+    cdef bint momentum             # SGHMC (else SGLD)
+    cdef double h, gamma           # SGHMC's step and friction
+    cdef object dynamics
     cdef long long t               # steps taken
     cdef skb_normal_state normal_state
     cdef double[::1] normal_buf
     cdef Normals normals
 
-    def __init__(self, GradientEstimator estimator, double alpha, Metric metric, SGLD dynamics,
+    def __init__(self, GradientEstimator estimator, double alpha, Metric metric, dynamics,
                  theta, seed=0):
         cdef GLMEstimator glm
         cdef bint diagonal
-        cdef const double[::1] zv, Av
+        cdef const double[::1] zv, Av, rv
         cdef intp j
         cdef double Dj, cj, oj, cs
         cdef Coord* rec
@@ -237,11 +326,24 @@ cdef class LazySGLD:
                 self.alias_index = glm.alias_index
         else:
             self.b = (<UniformSubsampling> estimator).batch_size
-        c, sm = dynamics.c_grad, metric.scale
-        self.s = dynamics.c_noise
-        self.kscale = c * sm
+        sm = metric.scale
+        self.dynamics = dynamics
+        self.momentum = type(dynamics) is SGHMC
+        if self.momentum:
+            # z' = z + h r, r' = r - h (g + gamma r) + sqrt(2 gamma T h) xi, g = s_m D (alpha theta + G)
+            self.h = (<SGHMC> dynamics).step_size
+            self.gamma = (<SGHMC> dynamics).friction
+            self.s = sqrt(2.0 * self.gamma * (<SGHMC> dynamics).temperature * self.h)
+            c = 1.0                      # the curvature and drift below enter as gradients
+            self.kscale = self.h * sm
+            r0 = np.asarray((<SGHMC> dynamics).momentum)
+        else:
+            c = (<SGLD> dynamics).c_grad
+            self.s = (<SGLD> dynamics).c_noise
+            self.kscale = c * sm
+            r0 = None
         # 64-byte aligned: each coordinate's record is exactly one cache line
-        dtype = np.dtype([("z", "f8"), ("o", "f8"), ("log_a", "f8"), ("b", "f8"),
+        dtype = np.dtype([("z", "f8"), ("k1", "f8"), ("k2", "f8"), ("k3", "f8"),
                           ("center", "f8"), ("D", "f8"), ("delta", "f8"), ("last", "i8")])
         raw = np.empty(max(dim, 1) * dtype.itemsize + 64, dtype=np.uint8)
         offset = (-raw.ctypes.data) % 64
@@ -249,6 +351,8 @@ cdef class LazySGLD:
         self.coords = &self.coords_mem[0]
         diagonal = metric.kind == METRIC_DIAGONAL
         zv = np.ascontiguousarray(theta, dtype=np.float64)
+        rv = np.ascontiguousarray(r0 if r0 is not None else np.zeros(max(dim, 1)),
+                                  dtype=np.float64)
         Av = np.ascontiguousarray(A, dtype=np.float64)
         cs = c * sm
         for j in range(dim):
@@ -257,9 +361,14 @@ cdef class LazySGLD:
             oj = cs * alpha * Dj * Dj
             rec = &self.coords[j]
             rec.z = zv[j]
-            rec.o = oj
-            rec.log_a = log1p(-oj) if oj < 1.0 else 0.0
-            rec.b = -cs * Dj * (alpha * cj + Av[j])
+            if self.momentum:            # the untouched gradient a z + beta, and r
+                rec.k1 = oj
+                rec.k2 = rv[j]
+                rec.k3 = sm * Dj * (alpha * cj + Av[j])
+            else:                        # o, log(a), b of the AR(1)
+                rec.k1 = oj
+                rec.k2 = log1p(-oj) if oj < 1.0 else 0.0
+                rec.k3 = -cs * Dj * (alpha * cj + Av[j])
             rec.center = cj
             rec.D = Dj
             rec.delta = 0.0
@@ -282,16 +391,23 @@ cdef class LazySGLD:
         cdef Coord* c
         for j in range(self.dim):
             c = &self.coords[j]
-            c.z = _advance(c.z, c.o, c.log_a, c.b, self.s, self.t - c.last, &self.normals)
+            _advance_coord(c, self.momentum, self.s, self.h, self.gamma, self.t - c.last,
+                           &self.normals)
             c.last = self.t
 
     def finish(self, double[::1] theta):
-        """Bring every coordinate up to date and write the state into ``theta``."""
+        """Bring every coordinate up to date and write the state into ``theta``
+        (and SGHMC's momentum into its dynamics)."""
         cdef intp j
+        cdef double[::1] r
         with nogil:
             self._bring_all()
             for j in range(self.dim):
                 theta[j] = self.coords[j].z
+        if self.momentum:
+            r = (<SGHMC> self.dynamics).momentum
+            for j in range(self.dim):
+                r[j] = self.coords[j].k2
 
     def run(self, Py_ssize_t n_steps, Py_ssize_t thin=1, out=None, bit_generator=None,
             double max_abs_z=INFINITY, bounds=None, dict report=None):
@@ -335,6 +451,8 @@ cdef class LazySGLD:
         cdef Coord* coords = self.coords
         cdef Coord* c
         cdef Normals* nrm = &self.normals
+        cdef bint mom = self.momentum
+        cdef double h = self.h, gamma = self.gamma
         cdef double* params = &self.params[0]
         cdef intp* idx = &self.idx[0]
         cdef intp* touched = &self.touched[0]
@@ -376,7 +494,7 @@ cdef class LazySGLD:
                             j = k * dext + col
                             c = &coords[j]
                             if c.last != in_list:
-                                c.z = _advance(c.z, c.o, c.log_a, c.b, s, t - c.last, nrm)
+                                _advance_coord(c, mom, s, h, gamma, t - c.last, nrm)
                                 c.last = in_list
                                 touched[n_touched] = j
                                 n_touched += 1
@@ -384,7 +502,7 @@ cdef class LazySGLD:
                     for k in range(K):
                         j = k * dext + d
                         c = &coords[j]
-                        c.z = _advance(c.z, c.o, c.log_a, c.b, s, t - c.last, nrm)
+                        _advance_coord(c, mom, s, h, gamma, t - c.last, nrm)
                         c.last = in_list
                         touched[n_touched] = j
                         n_touched += 1
@@ -422,7 +540,13 @@ cdef class LazySGLD:
                 # 4. their full step; every touched coordinate is checked
                 for q in range(n_touched):
                     c = &coords[touched[q]]
-                    c.z = (1.0 - c.o) * c.z + c.b - ks * c.D * c.delta + s * _normal(nrm)
+                    if mom:   # Euler SGHMC: z moves with the old r, r with the gradient at z
+                        x = c.z
+                        c.z = x + h * c.k2
+                        c.k2 = c.k2 - h * (c.k1 * x + c.k3 + gamma * c.k2) - ks * c.D * c.delta \
+                            + s * _normal(nrm)
+                    else:
+                        c.z = (1.0 - c.k1) * c.z + c.k3 - ks * c.D * c.delta + s * _normal(nrm)
                     c.delta = 0.0
                     c.last = t + 1
                     if _bad(c, max_abs_z, bc, bs, max_sds, touched[q]):
@@ -451,11 +575,11 @@ cdef class LazySGLD:
         return n_done, n_kept
 
 
-def run_segment_lazy(GradientEstimator estimator, double alpha, Metric metric, SGLD dynamics,
+def run_segment_lazy(GradientEstimator estimator, double alpha, Metric metric, dynamics,
                      double[::1] theta, Py_ssize_t n_steps, Py_ssize_t thin=1, out=None,
                      bit_generator=None, double max_abs_z=INFINITY, bounds=None,
                      dict report=None):
-    """One segment of lazy SGLD steps (:class:`LazySGLD` built, run and
+    """One segment of lazy steps (:class:`LazyChain` built, run and
     finished): the same contract as :func:`._chain.run_segment` for the
     chains :func:`lazy_supported` accepts (``theta``, the state ``z``, is
     updated in place; ``out`` receives kept draws mapped to the parameters).
@@ -465,7 +589,7 @@ def run_segment_lazy(GradientEstimator estimator, double alpha, Metric metric, S
     n_done, n_kept : int
     """
     seed = np.random.Generator(bit_generator).integers(2 ** 63)
-    kernel = LazySGLD(estimator, alpha, metric, dynamics, theta, seed)
+    kernel = LazyChain(estimator, alpha, metric, dynamics, theta, seed)
     result = kernel.run(n_steps, thin, out, bit_generator, max_abs_z, bounds, report)
     kernel.finish(theta)
     return result
@@ -497,3 +621,24 @@ def py_catch_up(double o, double b, double s, double z0, long long k, Py_ssize_t
         for i in range(n_draws):
             _catch_up(&R, &z[0], i, k, &nrm)
     return np.asarray(z)
+
+
+def py_catch_up_momentum(double a, double beta, double h, double gamma, double s, double z0,
+                         double r0, long long k, Py_ssize_t n_draws, seed=0):
+    """``n_draws`` independent k-step catch-ups of one SGHMC coordinate from
+    ``(z0, r0)`` (untouched gradient ``a z + beta``): the testing twin of the
+    kernel's :func:`_advance_momentum`.  Returns ``(z, r)`` arrays."""
+    cdef double[::1] z = np.full(n_draws, z0)
+    cdef double[::1] r = np.full(n_draws, r0)
+    cdef double[::1] buf = np.zeros(NORMAL_BLOCK)
+    cdef skb_normal_state state
+    cdef Normals nrm
+    cdef intp i
+    skb_normal_seed(&state, <uint64_t> int(seed))
+    nrm.state = &state
+    nrm.buf = &buf[0]
+    nrm.pos = NORMAL_BLOCK
+    with nogil:
+        for i in range(n_draws):
+            _advance_momentum(&z[i], &r[i], a, beta, h, gamma, s, k, &nrm)
+    return np.asarray(z), np.asarray(r)

@@ -21,7 +21,7 @@ from joblib import Parallel, delayed
 from ._chain import ChainOracle, run_segment
 from ._dataset import RowData
 from ._estimators import Problem
-from ._lazy import LazySGLD, lazy_supported
+from ._lazy import LazyChain, lazy_supported
 from ._metric import Metric
 from ._registry import SAMPLERS, SUBSAMPLINGS
 
@@ -252,7 +252,7 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
     lazy = spec.lazy and lazy_supported(estimator, dynamics, metric, spec.ewsg_chain_length)
     # one kernel for all segments: its coordinates are brought up to date at
     # kept draws and once at the end, not between segments
-    kernel = (LazySGLD(estimator, spec.alpha, metric, dynamics, theta,
+    kernel = (LazyChain(estimator, spec.alpha, metric, dynamics, theta,
                        generator.integers(2 ** 63)) if lazy else None)
     adapt = adapt or {}
     if "start" in adapt:

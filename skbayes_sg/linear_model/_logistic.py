@@ -216,7 +216,7 @@ _DOC_ATTRS = """
         Whether a Metropolis correction was applied.
     lazy_ : bool
         Whether the chains took lazy sparse steps (CSR data whose minibatches
-        touch few coordinates, SGLD in an identity or diagonal metric: each
+        touch few coordinates, SGLD or SGHMC in an identity or diagonal metric: each
         step costs O(nnz), the untouched coordinates brought up to date
         exactly when touched; user guide, "Large, sparse and memory-mapped
         data").
