@@ -22,6 +22,7 @@ from threadpoolctl import threadpool_limits
 from ._sampling import _error_model, _schedule
 from ._sampling._chain import EWSG_CYCLIC_MESSAGE, EWSG_X_MODES
 from ._sampling._context import FitContext
+from ._sampling._lazy import LAZY_SAMPLERS, LAZY_SUBSAMPLINGS
 from ._sampling._metric import Metric
 from ._sampling._registry import (
     ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise, noise_per_row)
@@ -72,21 +73,6 @@ OVERDISPERSION = 2.0
 #: lazy sparse steps where a minibatch touches fewer than 1/LAZY_DENSITY of the
 #: coordinates (a lazy coordinate update costs a few eager ones)
 LAZY_DENSITY = 4.0
-#: the gradient estimators with a lazy kernel (fixed controls, fixed weights)
-LAZY_SUBSAMPLINGS = ("uniform", "cv", "preferential", "cv-preferential")
-
-
-def _normalised_weights(w):
-    """Validated weights -> None when all are 1; refuse weights that leave
-    no data (the posterior would be the prior)."""
-    if not np.all(np.isfinite(w)):
-        raise ValueError("sample_weight contains NaN or inf; pass finite nonnegative weights.")
-    if w.size and not np.any(w > 0):
-        raise ValueError("sample_weight is zero for every row, which leaves no data to "
-                         "fit; give at least one row a positive weight.")
-    if np.all(w == 1.0):
-        return None
-    return np.ascontiguousarray(w, dtype=np.float64)
 
 
 class SamplingDivergedError(FloatingPointError, ValueError):
@@ -277,8 +263,8 @@ class BaseSGMCMC(BaseEstimator):
         if continuing:
             self._check_continuation()
         X, y = self._validate_X_y(X, y, reset=not continuing)
-        weights = self._row_weights(X, y, sample_weight)
         y_enc = self._encode_targets(y)
+        weights = self._row_weights(X, y, sample_weight)
         glm = self._make_glm(X, y_enc)
         # one BLAS thread: the chains run in threads of their own, and a
         # multithreaded BLAS on busy cores slows set-up by orders of magnitude
@@ -288,13 +274,29 @@ class BaseSGMCMC(BaseEstimator):
         return self
 
     def _row_weights(self, X, y, sample_weight):
-        """The datum weights of this fit as a float64 array, or None when
-        every weight is 1 (the unweighted fit, bit for bit)."""
-        if sample_weight is None:
+        """The datum weights of this fit: ``sample_weight`` times the
+        estimator's own per-row weights (:meth:`_target_weights`), as float64;
+        None when every weight is 1 (the unweighted fit, bit for bit).
+        Weights that leave no data (the posterior would be the prior) are
+        refused."""
+        target_weights = self._target_weights(y)
+        if sample_weight is None and target_weights is None:
             return None
         w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True,
                                  allow_all_zero_weights=True)
-        return _normalised_weights(w)
+        if target_weights is not None:
+            w = w * target_weights
+        if not np.all(np.isfinite(w)):
+            raise ValueError("sample_weight contains NaN or inf; pass finite nonnegative weights.")
+        if w.size and not np.any(w > 0):
+            raise ValueError("sample_weight is zero for every row, which leaves no data to "
+                             "fit; give at least one row a positive weight.")
+        return None if np.all(w == 1.0) else np.ascontiguousarray(w)
+
+    def _target_weights(self, y):
+        """Per-row weights the estimator derives from the targets (a
+        classifier's ``class_weight``), or None."""
+        return None
 
     def _check_continuation(self):
         previous = self._chain_request
@@ -345,7 +347,8 @@ class BaseSGMCMC(BaseEstimator):
             metropolis=setup.metropolis, max_abs_z=setup.notes.get("max_abs_z", np.inf),
             bounds=setup.notes.get("bounds"), verbose=int(self.verbose),
             sample_weight=sample_weight,
-            lazy=bool(setup.notes.get("lazy", False)) and self._lazy_pays(ctx, setup))
+            lazy=(bool(setup.notes.get("lazy", False))
+                  and self._touches_few(ctx, setup.batch_size)))
         pool = ChainPool(X, y, spec, [dict(s) for s in states], n_jobs=self.n_jobs)
         plan = self._plan(ctx, setup, continuing)
         plan.retune = self._retuner(ctx, setup, pool)
@@ -408,7 +411,7 @@ class BaseSGMCMC(BaseEstimator):
                 sampler = "sgld"
             else:
                 sampler = "sghmc-leapfrog" if exact else "baoab"
-        lazy = lazy and sampler in ("sgld", "sghmc")
+        lazy = lazy and sampler in LAZY_SAMPLERS
         notes["lazy"] = lazy
         self._check_parameters_act(sampler, subsampling)
         if (SUBSAMPLINGS[subsampling].index_chain and self.ewsg_x == "momentum-stop"
@@ -667,27 +670,28 @@ class BaseSGMCMC(BaseEstimator):
         nnz = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else X.shape[1]
         return 2.0 * max(nnz, 1.0) * ctx.glm.n_outputs
 
-    def _lazy_pays(self, ctx, setup):
-        """The batch the set-up chose still touches few coordinates a step."""
+    def _touches_few(self, ctx, batch):
+        """Whether a minibatch of ``batch`` CSR rows touches fewer than
+        ``1 / LAZY_DENSITY`` of the coordinates (lazy steps then pay)."""
         X = ctx.X
-        nnz = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else np.inf
-        return LAZY_DENSITY * setup.batch_size * max(nnz, 1.0) * ctx.glm.n_outputs < ctx.dim
+        if not hasattr(X, "nnz"):
+            return False
+        nnz = X.nnz / max(X.shape[0], 1)
+        return LAZY_DENSITY * min(batch, ctx.n) * max(nnz, 1.0) * ctx.glm.n_outputs < ctx.dim
 
     def _lazy_candidate(self, ctx, kind):
         """Whether the chains can take lazy O(nnz) steps (:mod:`._sampling._lazy`):
-        CSR rows, an identity or diagonal metric, SGLD or SGHMC (or the
-        automatic sampler) without a Metropolis correction or EWSG, and a default-size
-        minibatch touching under a quarter of the coordinates."""
-        X = ctx.X
-        if not hasattr(X, "nnz") or kind not in ("identity", "diagonal"):
+        CSR rows, an identity or diagonal metric, a sampler and estimator with
+        a lazy kernel (or "auto") without a Metropolis correction, and a
+        default-size minibatch touching few coordinates."""
+        if kind not in ("identity", "diagonal") or self.metropolis is True:
             return False
-        if self.sampler not in ("auto", "sgld", "sghmc") or self.metropolis is True:
+        if self.sampler not in ("auto",) + LAZY_SAMPLERS:
             return False
-        if self.subsampling not in ("auto",) + tuple(LAZY_SUBSAMPLINGS):
+        if self.subsampling not in ("auto",) + LAZY_SUBSAMPLINGS:
             return False
-        nnz = X.nnz / max(X.shape[0], 1)
-        batch = DEFAULT_BATCH_SIZE if self.batch_size == "auto" else self.batch_size
-        return LAZY_DENSITY * min(batch, ctx.n) * max(nnz, 1.0) * ctx.glm.n_outputs < ctx.dim
+        return self._touches_few(
+            ctx, DEFAULT_BATCH_SIZE if self.batch_size == "auto" else self.batch_size)
 
     def _step_overhead(self, ctx, kind):
         """A step's cost besides its rows, in row evaluations: the metric's

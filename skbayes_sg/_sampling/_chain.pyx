@@ -266,6 +266,18 @@ cdef inline bint _all_finite(const double* z, intp n) noexcept nogil:
     return True
 
 
+def parse_bounds(bounds, Py_ssize_t dim):
+    """``(center, scale, max_sds)`` of a chain's bounds as float64 arrays of
+    ``dim`` values, or ``(None, None, inf)`` without bounds."""
+    if bounds is None:
+        return None, None, INFINITY
+    center = np.ascontiguousarray(bounds[0], dtype=np.float64)
+    scale = np.ascontiguousarray(bounds[1], dtype=np.float64)
+    if center.shape[0] != dim or scale.shape[0] != dim:
+        raise ValueError("bounds must have dim values")
+    return center, scale, float(bounds[2])
+
+
 def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
                 Py_ssize_t n_steps, Py_ssize_t thin=1, out=None, bit_generator=None,
                 Py_ssize_t check_every=16, double max_abs_z=INFINITY, bounds=None,
@@ -321,13 +333,10 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
     cdef double[::1] center, scale
     cdef const double* c_ptr = NULL
     cdef const double* s_ptr = NULL
-    cdef double max_sds = INFINITY
-    if bounds is not None:
-        center = np.ascontiguousarray(bounds[0], dtype=np.float64)
-        scale = np.ascontiguousarray(bounds[1], dtype=np.float64)
-        if center.shape[0] != dim or scale.shape[0] != dim:
-            raise ValueError("bounds must have dim values")
-        max_sds = bounds[2]
+    cdef double max_sds
+    center_obj, scale_obj, max_sds = parse_bounds(bounds, dim)
+    if center_obj is not None:
+        center, scale = center_obj, scale_obj
         c_ptr = &center[0]
         s_ptr = &scale[0]
     cdef intp s, n_kept = 0, n_done = 0

@@ -88,6 +88,13 @@ class FitContext:
         w = self.sample_weight[start:start + len(values)]
         return values * w.reshape((-1,) + (1,) * (np.ndim(values) - 1))
 
+    def _chunk_terms(self, what, Xc, Theta, start):
+        """The GLM's per-datum ``what`` (``"residual"`` or
+        ``"hessian_weights"``) of the rows ``Xc`` starting at ``start``, at
+        ``Theta``: those of the weighted data ``w_i U_i``."""
+        Z = linear_predictor(Xc, Theta, self.fit_intercept)
+        return self._weigh(getattr(self.glm, what)(Z, self.y[start:start + Z.shape[0]]), start)
+
     # ------------------------------------------------------------------
     def set_alpha(self, alpha):
         """Change the prior precision; everything cached (mode, Hessians,
@@ -290,9 +297,7 @@ class FitContext:
             hw = None
             for start in range(0, self.n, ROW_CHUNK):
                 Xc = self.X[start:start + ROW_CHUNK]
-                H = self._weigh(self.glm.hessian_weights(
-                    linear_predictor(Xc, Theta, self.fit_intercept),
-                    self.y[start:start + ROW_CHUNK]), start)
+                H = self._chunk_terms("hessian_weights", Xc, Theta, start)
                 if H.ndim == 3 and not full:
                     H = np.einsum("nkk->n", H)
                 if hw is None:
@@ -326,9 +331,7 @@ class FitContext:
             G = np.zeros((K, self.dext))
             for start in range(0, self.n, ROW_CHUNK):
                 Xc = self.X[start:start + ROW_CHUNK]
-                Rc = self._weigh(self.glm.residual(
-                    linear_predictor(Xc, Theta, self.fit_intercept),
-                    self.y[start:start + ROW_CHUNK]), start)
+                Rc = self._chunk_terms("residual", Xc, Theta, start)
                 R[start:start + len(Rc)] = Rc
                 G[:, :d] += np.asarray(Xc.T @ Rc).T
                 if self.fit_intercept:
@@ -516,9 +519,7 @@ class FitContext:
         for start in range(0, self.n, ROW_CHUNK):
             Xc = self.X[start:start + ROW_CHUNK]
             Xe = _dense_ext(Xc, self.fit_intercept)
-            Hw = self._weigh(self.glm.hessian_weights(
-                linear_predictor(Xc, Theta, self.fit_intercept),
-                self.y[start:start + ROW_CHUNK]), start)
+            Hw = self._chunk_terms("hessian_weights", Xc, Theta, start)
             sq = np.einsum("ij,ij->i", Xe, Xe)
             if Hw.ndim == 1:  # C_i = h_i I_K: tr(C Q C) = h_i^2 sum_k Q_kk
                 q = sum(np.einsum("ij,jl,il->i", Xe, S[k, :, k, :], Xe) for k in range(K))
@@ -591,8 +592,7 @@ class FitContext:
         s2 = np.zeros((K, dext))
         for start in range(0, self.n, ROW_CHUNK):
             Xc = self.X[start:start + ROW_CHUNK]
-            R = self._weigh(self.glm.residual(linear_predictor(Xc, Theta, self.fit_intercept),
-                                              self.y[start:start + ROW_CHUNK]), start)
+            R = self._chunk_terms("residual", Xc, Theta, start)
             X2 = Xc.multiply(Xc) if sp.issparse(Xc) else np.square(Xc, dtype=np.float64)
             s1[:, :d] += np.asarray(Xc.T @ R).T
             s2[:, :d] += np.asarray(X2.T @ (R * R)).T
@@ -609,9 +609,7 @@ class FitContext:
         out = np.zeros((K, dext))
         for start in range(0, self.n, ROW_CHUNK):
             Xc = self.X[start:start + ROW_CHUNK]
-            Hw = self._weigh(self.glm.hessian_weights(
-                linear_predictor(Xc, Theta, self.fit_intercept),
-                self.y[start:start + ROW_CHUNK]), start)
+            Hw = self._chunk_terms("hessian_weights", Xc, Theta, start)
             Hw = Hw[:, None] if Hw.ndim == 1 else np.einsum("nkk->nk", Hw)  # (rows, K)
             X2 = Xc.multiply(Xc) if sp.issparse(Xc) else np.square(Xc, dtype=np.float64)
             out[:, :d] += np.asarray(X2.T @ Hw).T

@@ -43,6 +43,7 @@ from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport (random_interval, random_standard_normal,
                                            random_standard_uniform)
 
+from ._chain import parse_bounds
 from ._dataset cimport RowStore, CSR, SKB_PREFETCH
 from ._dynamics cimport SGHMC, SGLD
 from ._estimators cimport (ProblemStore, GradientEstimator, GLMEstimator, UniformSubsampling,
@@ -52,6 +53,13 @@ from ._metric cimport Metric, METRIC_IDENTITY, METRIC_DIAGONAL
 from ._models cimport glm_residual
 from ._normal_stream cimport skb_normal_state, skb_normal_seed, skb_normal_fill_f64
 from libc.stdint cimport uint64_t
+
+
+#: the ``sampler`` and ``subsampling`` names this module has kernels for
+#: (``"uniform"`` with ``access="random"``); :func:`lazy_supported` checks the
+#: built objects
+LAZY_SAMPLERS = ("sgld", "sghmc")
+LAZY_SUBSAMPLINGS = ("uniform", "cv", "preferential", "cv-preferential")
 
 
 def lazy_supported(GradientEstimator estimator, dynamics, Metric metric, int ewsg_chain_length=0):
@@ -130,12 +138,18 @@ cdef inline double _normal(Normals* N) noexcept nogil:
     return N.buf[N.pos - 1]
 
 
-cdef struct Recursion:
-    # per-coordinate AR(1) of an untouched coordinate (the testing twin's view)
-    double* o
-    double* log_a
-    double* b
-    double s            # the dynamics' noise coefficient
+cdef class _NormalSource:
+    """Owns a :c:type:`Normals` buffer over a stream seeded with ``seed``."""
+    cdef skb_normal_state state
+    cdef double[::1] buf
+    cdef Normals normals
+
+    def __init__(self, seed):
+        skb_normal_seed(&self.state, <uint64_t> (int(seed) % (1 << 64)))
+        self.buf = np.zeros(NORMAL_BLOCK)
+        self.normals.state = &self.state
+        self.normals.buf = &self.buf[0]
+        self.normals.pos = NORMAL_BLOCK
 
 
 cdef inline double _advance(double z, double o, double log_a, double b, double s, long long k,
@@ -232,11 +246,6 @@ cdef inline void _advance_coord(Coord* c, bint momentum, double s, double h, dou
         c.z = _advance(c.z, c.k1, c.k2, c.k3, s, k, rng)
 
 
-cdef inline void _catch_up(const Recursion* R, double* z, intp j, long long k,
-                           Normals* rng) noexcept nogil:
-    z[j] = _advance(z[j], R.o[j], R.log_a[j], R.b[j], R.s, k, rng)
-
-
 cdef inline bint _bad(const Coord* c, double max_abs_z, const double* bc, const double* bs,
                       double max_sds, intp j) noexcept nogil:
     if not isfinite(c.z) or fabs(c.z) > max_abs_z:
@@ -286,9 +295,7 @@ cdef class LazyChain:
     cdef double h, gamma           # SGHMC's step and friction
     cdef object dynamics
     cdef long long t               # steps taken
-    cdef skb_normal_state normal_state
-    cdef double[::1] normal_buf
-    cdef Normals normals
+    cdef _NormalSource noise       # the Gaussian draws (vectorised stream)
 
     def __init__(self, GradientEstimator estimator, double alpha, Metric metric, dynamics,
                  theta, seed=0):
@@ -380,11 +387,7 @@ cdef class LazyChain:
         self.zbuf = np.zeros(max(K, 1))
         self.rbuf = np.zeros(max(K, 1))
         self.t = 0
-        skb_normal_seed(&self.normal_state, <uint64_t> (int(seed) % (1 << 64)))
-        self.normal_buf = np.zeros(NORMAL_BLOCK)
-        self.normals.state = &self.normal_state
-        self.normals.buf = &self.normal_buf[0]
-        self.normals.pos = NORMAL_BLOCK
+        self.noise = _NormalSource(seed)
 
     cdef void _bring_all(self) noexcept nogil:
         cdef intp j
@@ -392,7 +395,7 @@ cdef class LazyChain:
         for j in range(self.dim):
             c = &self.coords[j]
             _advance_coord(c, self.momentum, self.s, self.h, self.gamma, self.t - c.last,
-                           &self.normals)
+                           &self.noise.normals)
             c.last = self.t
 
     def finish(self, double[::1] theta):
@@ -437,20 +440,17 @@ cdef class LazyChain:
         cdef double[::1] bc_arr, bs_arr
         cdef const double* bc = NULL
         cdef const double* bs = NULL
-        cdef double max_sds = INFINITY
-        if bounds is not None:
-            bc_arr = np.ascontiguousarray(bounds[0], dtype=np.float64)
-            bs_arr = np.ascontiguousarray(bounds[1], dtype=np.float64)
-            if bc_arr.shape[0] != dim or bs_arr.shape[0] != dim:
-                raise ValueError("bounds must have dim values")
-            max_sds = bounds[2]
+        cdef double max_sds
+        bc_obj, bs_obj, max_sds = parse_bounds(bounds, dim)
+        if bc_obj is not None:
+            bc_arr, bs_arr = bc_obj, bs_obj
             bc = &bc_arr[0]
             bs = &bs_arr[0]
         cdef bitgen_t* rng = <bitgen_t*> PyCapsule_GetPointer(bit_generator.capsule,
                                                               "BitGenerator")
         cdef Coord* coords = self.coords
         cdef Coord* c
-        cdef Normals* nrm = &self.normals
+        cdef Normals* nrm = &self.noise.normals
         cdef bint mom = self.momentum
         cdef double h = self.h, gamma = self.gamma
         cdef double* params = &self.params[0]
@@ -557,9 +557,10 @@ cdef class LazyChain:
                     break
                 # 5. a kept draw: every coordinate up to date and checked
                 if keep and (step + 1) % thin == 0:
-                    self._bring_all()
                     for j in range(dim):
                         c = &coords[j]
+                        _advance_coord(c, mom, s, h, gamma, self.t - c.last, nrm)
+                        c.last = self.t
                         params[j] = c.center + c.D * c.z
                         if _bad(c, max_abs_z, bc, bs, max_sds, j):
                             ok = False
@@ -601,25 +602,12 @@ def py_catch_up(double o, double b, double s, double z0, long long k, Py_ssize_t
     (``a = 1 - o``, drift ``b``, noise ``s``): the testing twin of the kernel
     that brings an untouched coordinate up to date."""
     cdef double[::1] z = np.full(n_draws, z0)
-    cdef double[::1] ov = np.full(n_draws, o)
-    cdef double[::1] lv = np.full(n_draws, np.log1p(-o) if o < 1.0 else 0.0)
-    cdef double[::1] bv = np.full(n_draws, b)
-    cdef double[::1] buf = np.zeros(NORMAL_BLOCK)
-    cdef skb_normal_state state
-    cdef Normals nrm
-    cdef Recursion R
+    cdef double log_a = np.log1p(-o) if o < 1.0 else 0.0
+    cdef _NormalSource noise = _NormalSource(seed)
     cdef intp i
-    skb_normal_seed(&state, <uint64_t> int(seed))
-    nrm.state = &state
-    nrm.buf = &buf[0]
-    nrm.pos = NORMAL_BLOCK
-    R.o = &ov[0]
-    R.log_a = &lv[0]
-    R.b = &bv[0]
-    R.s = s
     with nogil:
         for i in range(n_draws):
-            _catch_up(&R, &z[0], i, k, &nrm)
+            z[i] = _advance(z[i], o, log_a, b, s, k, &noise.normals)
     return np.asarray(z)
 
 
@@ -630,15 +618,9 @@ def py_catch_up_momentum(double a, double beta, double h, double gamma, double s
     kernel's :func:`_advance_momentum`.  Returns ``(z, r)`` arrays."""
     cdef double[::1] z = np.full(n_draws, z0)
     cdef double[::1] r = np.full(n_draws, r0)
-    cdef double[::1] buf = np.zeros(NORMAL_BLOCK)
-    cdef skb_normal_state state
-    cdef Normals nrm
+    cdef _NormalSource noise = _NormalSource(seed)
     cdef intp i
-    skb_normal_seed(&state, <uint64_t> int(seed))
-    nrm.state = &state
-    nrm.buf = &buf[0]
-    nrm.pos = NORMAL_BLOCK
     with nogil:
         for i in range(n_draws):
-            _advance_momentum(&z[i], &r[i], a, beta, h, gamma, s, k, &nrm)
+            _advance_momentum(&z[i], &r[i], a, beta, h, gamma, s, k, &noise.normals)
     return np.asarray(z), np.asarray(r)

@@ -311,8 +311,7 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
     new_state = {"theta": theta.copy(), "dynamics": dynamics.get_state(),
                  "estimator": estimator.get_state() if hasattr(estimator, "get_state") else None,
                  "bit_generator": bitgen.state}
-    return ChainResult(samples, new_state, estimator.n_evals if lazy else oracle.n_evals,
-                       done, diverged,
+    return ChainResult(samples, new_state, estimator.n_evals, done, diverged,
                        time.perf_counter() - t0, reason,
                        estimator.size_log_values() if (adaptive and log_sizes) else None,
                        dynamics.acceptance_rate, dynamics.step_size)

@@ -6,12 +6,10 @@ from scipy.special import expit, log_softmax, logsumexp, softmax
 from sklearn.base import ClassifierMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 
-from sklearn.utils.class_weight import compute_sample_weight
-from sklearn.utils.validation import _check_sample_weight
-
-from .._base import BaseSGMCMC, _normalised_weights
+from .._base import BaseSGMCMC
 from .._sampling._context import MAX_DENSE_LAPLACE
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
 
@@ -344,14 +342,11 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
             warm_start=warm_start, verbose=verbose)
         self.class_weight = class_weight
 
-    def _row_weights(self, X, y, sample_weight):
-        """``sample_weight`` times the weight of each row's class."""
+    def _target_weights(self, y):
+        """Each row's ``class_weight`` (multiplies its ``sample_weight``)."""
         if self.class_weight is None:
-            return super()._row_weights(X, y, sample_weight)
-        check_classification_targets(y)
-        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True,
-                                 allow_all_zero_weights=True)
-        return _normalised_weights(w * compute_sample_weight(self.class_weight, y))
+            return None
+        return compute_sample_weight(self.class_weight, y)
 
     def _fit_context_hook(self, ctx):
         if isinstance(self.alpha, str):
