@@ -104,3 +104,9 @@ cdef class BAOAB(Dynamics):
     cdef double[::1] momentum       # p
 
     cdef void _kick(self, const double* theta, const double* g, double t) noexcept nogil
+
+
+cdef class SGNHT(Dynamics):
+    cdef double diffusion           # A: the injected noise is sqrt(2 A T h) xi
+    cdef double thermostat          # xi: the adaptive friction
+    cdef double[::1] momentum       # p

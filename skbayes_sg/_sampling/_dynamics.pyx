@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""SGLD, pSGLD, SGHMC, SG-HMC leapfrog, ULD and BAOAB (formulas in the user guide).
+"""SGLD, pSGLD, SGHMC, SG-HMC leapfrog, ULD, BAOAB and SGNHT (formulas in the user guide).
 
 Each ``step`` makes the oracle calls its integrator needs and updates the
 state ``theta`` (the sampler's coordinates ``z``) in place.
@@ -805,3 +805,85 @@ cdef class BAOAB(Dynamics):
         self._set_base_state(state)
         if "momentum" in state:
             self.momentum = np.array(state["momentum"], dtype=np.float64)
+
+
+cdef class SGNHT(Dynamics):
+    """Stochastic gradient Nose-Hoover thermostat (Ding et al. 2014, Algorithm 2).
+
+    ``p <- p - h xi p - h g(theta) + sqrt(2 A T h) eta``;
+    ``theta <- theta + h p``;
+    ``xi <- xi + h (p.p / d - T)``.
+
+    The friction ``xi`` is a thermostat: it grows while the kinetic
+    temperature ``p.p / d`` exceeds T and shrinks while it is below, so it
+    settles where the friction dissipates what the injected noise *and* the
+    gradient noise put in (``A`` plus the gradient noise's share) without
+    knowing the latter.  The whole gradient is discretised, in any metric.
+
+    Parameters
+    ----------
+    dim, step_size, temperature, reference_precision : see :class:`Dynamics`
+    diffusion : float
+        A > 0; the thermostat starts at ``xi = A`` (the paper's choice).
+    p0 : ndarray of shape (dim,) or None
+        Initial momentum (None: zeros).
+    """
+
+    def __init__(self, Py_ssize_t dim, double step_size, double temperature=1.0,
+                 double diffusion=1.0, p0=None, double reference_precision=0.0):
+        Dynamics.__init__(self, dim, step_size, temperature, reference_precision)
+        if not diffusion > 0:
+            raise ValueError("diffusion must be > 0")
+        self.diffusion = diffusion
+        self.thermostat = diffusion
+        self.momentum = np.zeros(dim) if p0 is None else np.array(p0, dtype=np.float64)
+
+    cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
+        cdef intp j
+        cdef double h = self.step_size
+        cdef double s = sqrt(2.0 * self.diffusion * self.temperature * h)
+        cdef double keep = 1.0 - h * self.thermostat
+        cdef double p, kinetic = 0.0
+        oracle.gradient(theta, &self.grad[0])
+        random_standard_normal_fill(rng, self.dim, &self.noise[0])
+        for j in range(self.dim):
+            p = keep * self.momentum[j] - h * self.grad[j] + s * self.noise[j]
+            self.momentum[j] = p
+            theta[j] += h * p
+            kinetic += p * p
+        self.thermostat += h * (kinetic / self.dim - self.temperature)
+
+    cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
+                             int x_mode) noexcept nogil:
+        # noise carried by p: c = h, s = sqrt(2 A T h); x = (p_{k+1} - (1 - h xi) p_k) / s:
+        #   AUTO (p_{k+1} = p_k):      x = h xi p_k / s
+        #   MOMENTUM_STOP (p_{k+1}=0): x = (h xi - 1) p_k / s
+        cdef intp j
+        cdef double h = self.step_size
+        cdef double s = sqrt(2.0 * self.diffusion * self.temperature * h)
+        cdef double xs
+        if x_mode == EWSG_X_MOMENTUM_STOP:
+            xs = (h * self.thermostat - 1.0) / s
+        else:
+            xs = h * self.thermostat / s
+        for j in range(self.dim):
+            scale[j] = h / s
+            shift[j] = xs * self.momentum[j]
+
+    has_momentum = True
+
+    @property
+    def thermostat(self):
+        """The current friction xi."""
+        return self.thermostat
+
+    def get_state(self):
+        return {**self._base_state(), "momentum": np.array(self.momentum),
+                "thermostat": np.array([self.thermostat])}
+
+    def set_state(self, state):
+        self._set_base_state(state)
+        if "momentum" in state:
+            self.momentum = np.array(state["momentum"], dtype=np.float64)
+        if "thermostat" in state:
+            self.thermostat = float(state["thermostat"][0])

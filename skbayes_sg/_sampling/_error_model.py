@@ -43,7 +43,8 @@ VARIANCE_ERROR = 0.04
 #: bias on the non-Gaussian remainder.  First-order integrators (SGLD's
 #: exponential step, ULD with the remainder frozen) 0.3; the second-order
 #: splittings (BAOAB, split leapfrog) 0.5 (user guide: "How the step is set")
-MAX_STEP = {"sgld": 0.3, "uld": 0.3, "baoab": 0.5, "sghmc-leapfrog": 0.5, "sghmc": 0.5}
+MAX_STEP = {"sgld": 0.3, "uld": 0.3, "baoab": 0.5, "sghmc-leapfrog": 0.5, "sghmc": 0.5,
+            "sgnht": 0.5}
 
 #: friction (whitened units) of the underdamped dynamics: 1 balances mixing
 #: against the bias on the remainder (BAOAB with 0.5 drifts at h = 1 on
@@ -105,7 +106,16 @@ def linear_step(sampler, h, friction=DEFAULT_FRICTION):
             h, friction, 1.0, 1.0, 1.0)
         A = np.array([[e_xx, e_xv], [e_vx, e_vv]])
         return Linear(A, -np.array([[f_x], [f_v]]), np.array([[l_xv, l_xx], [l_vv, 0.0]]))
-    if sampler == "sghmc":
+    if sampler in ("sghmc", "sgnht"):
+        # SGNHT's thermostat linearised at its start, xi = A (the friction):
+        # Euler SGHMC with the momentum updated first.  With gradient noise
+        # the thermostat settles above A and takes back part of the noise's
+        # inflation, so the model is conservative for it.
+        if sampler == "sgnht":
+            A = np.array([[1.0 - h * h, h * (1.0 - h * friction)], [-h, 1.0 - h * friction]])
+            return Linear(A, np.array([[-h * h], [-h]]),
+                          np.array([[h * np.sqrt(2.0 * friction * h)],
+                                    [np.sqrt(2.0 * friction * h)]]))
         A = np.array([[1.0, h], [-h, 1.0 - h * friction]])
         return Linear(A, np.array([[0.0], [-h]]),
                       np.array([[0.0], [np.sqrt(2.0 * friction * h)]]))
@@ -180,7 +190,7 @@ def choose(sampler, noise_per_row, n, *, step_size="auto", batch_size="auto",
     Settings
     """
     frictions = ((float(friction),) if friction != "auto"
-                 else FRICTIONS if sampler == "sghmc" else (DEFAULT_FRICTION,))
+                 else FRICTIONS if sampler in ("sghmc", "sgnht") else (DEFAULT_FRICTION,))
     h_max = MAX_STEP[sampler]
     steps = ((float(step_size),) if step_size != "auto"
              else tuple(h_max * np.geomspace(1e-3, 1.0, 61)))

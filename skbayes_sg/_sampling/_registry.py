@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from . import _dynamics, _estimators
+from ._specs import DYNAMICS, ESTIMATORS, LINEAR, DynamicsSpec, EstimatorSpec
 
 # Fraction of the stability/variance limit the automatic step sizes use:
 # with it the stationary variance of a Gaussian target is inflated by
@@ -23,12 +24,25 @@ from . import _dynamics, _estimators
 AUTO_STEP_FRACTION = 0.1
 
 
+def _read_through(spec, name):
+    """A definition's field, read through a registry entry (never for private
+    names or ``definition`` itself: unpickling probes those before they exist)."""
+    if name.startswith("_") or name == "definition":
+        raise AttributeError(name)
+    return getattr(spec.definition, name)
+
+
 @dataclass(frozen=True)
 class SubsamplingSpec:
-    """How one ``subsampling=`` value builds its estimator.
+    """How the linear engine builds one ``subsampling=`` value's estimator.
+
+    The algorithm's definition (hyperparameters, noise model, compatibility)
+    is its :class:`~._specs.EstimatorSpec`, ``definition``; its fields read
+    through (``spec.control``, ``spec.index_chain``, ...).
 
     Attributes
     ----------
+    definition : EstimatorSpec
     prepare : callable(ctx) -> dict
         Once per fit (main process); the dict is passed to every chain.
     build : callable(problem, config) -> GradientEstimator
@@ -37,29 +51,29 @@ class SubsamplingSpec:
         Upper bound on the largest eigenvalue of the covariance of the
         estimate at theta (in the metric diag(col_scale) when given), used by
         the automatic step size in the identity metric; 0 for exact gradients.
-    control, weighting : str
-        The estimator's noise in a whitened metric (:func:`noise_per_row`).
     """
 
+    definition: EstimatorSpec
     prepare: Callable
     build: Callable
     noise_curvature: Callable
-    stochastic: bool = True
-    index_chain: bool = False   # choose among candidates with the EWSG index chain
-    # the noise model in a whitened metric (:func:`noise_per_row`): what each
-    # row's term subtracts ("fixed": its value at the mode, "snapshot": at a
-    # point about one posterior draw old, "none": nothing) and how rows are
-    # drawn (None uniform, "cvps" / "ps" the preferential weights)
-    control: str = "none"
-    weighting: object = None
+
+    def __getattr__(self, name):
+        # stochastic, index_chain, access, control, weighting, hyperparameters
+        return _read_through(self, name)
 
 
 @dataclass(frozen=True)
 class SamplerSpec:
-    """How one ``sampler=`` value builds its dynamics.
+    """How the linear engine builds one ``sampler=`` value's dynamics.
+
+    The algorithm's definition (hyperparameters, momentum, Metropolis,
+    whitened) is its :class:`~._specs.DynamicsSpec`, ``definition``; its
+    fields read through (``spec.has_momentum``, ``spec.metropolis``, ...).
 
     Attributes
     ----------
+    definition : DynamicsSpec
     build : callable(dim, config, state, generator) -> Dynamics
         ``state`` is the dynamics' saved state (warm start) or None, in which
         case it draws its initial auxiliary state from ``generator``.
@@ -69,17 +83,14 @@ class SamplerSpec:
         already chosen them).  ``noise`` is a :class:`GradientNoise`.
         ``theta0`` is None when the chains continue (warm start): they carry
         their own auxiliary state and the settings are already numbers.
-    metropolis : bool
-        Whether the dynamics has a Metropolis-adjusted form (exact gradients).
-    whitened : bool
-        Whether it runs in a whitened metric.
     """
 
+    definition: DynamicsSpec
     build: Callable
     prepare: Callable
-    has_momentum: bool = False
-    metropolis: bool = False    # a reversible proposal: Metropolis-adjustable with exact gradients
-    whitened: bool = True       # runs in a whitened metric (pSGLD has its own preconditioner)
+
+    def __getattr__(self, name):
+        return _read_through(self, name)
 
 
 @dataclass
@@ -283,50 +294,33 @@ def _prepare_snapshot(ctx, control, periodic):
     return cfg
 
 
-SUBSAMPLINGS = {
-    "full": SubsamplingSpec(
-        prepare=_prepare_none,
-        build=lambda problem, cfg: _estimators.FullGradient(problem),
-        noise_curvature=_no_noise,
-        stochastic=False, control=None,
-    ),
-    "uniform": SubsamplingSpec(
-        prepare=_prepare_none, build=_build_uniform, noise_curvature=_uniform_noise),
+def _snapshot(control, periodic):
+    return lambda ctx: _prepare_snapshot(ctx, control, periodic)
+
+
+# the linear engine's builders per estimator: (prepare, build, noise_curvature)
+_ESTIMATOR_KERNELS = {
+    "full": (_prepare_none, lambda problem, cfg: _estimators.FullGradient(problem), _no_noise),
+    "uniform": (_prepare_none, _build_uniform, _uniform_noise),
     # EWSG: uniform candidate minibatches, chosen by the index chain of the
     # chain oracle (any base estimator is wrapped the same way: "ewsg-svrg", ...)
-    "ewsg": SubsamplingSpec(
-        prepare=_prepare_none, build=_build_uniform, noise_curvature=_uniform_noise,
-        index_chain=True),
-    "cv": SubsamplingSpec(
-        prepare=_prepare_cv, build=_build_glm, noise_curvature=_cv_noise, control="fixed"),
-    "preferential": SubsamplingSpec(
-        prepare=_prepare_ps, build=_build_glm, noise_curvature=_ps_noise, weighting="ps"),
-    "cv-preferential": SubsamplingSpec(
-        prepare=lambda ctx: _prepare_cv(ctx, weighted=True), build=_build_glm,
-        noise_curvature=_cvps_noise, control="fixed", weighting="cvps"),
-    "adaptive-cv": SubsamplingSpec(
-        prepare=lambda ctx: _prepare_cv(ctx, adaptive=True), build=_build_glm,
-        noise_curvature=_cv_noise, control="fixed"),
-    "adaptive-cv-preferential": SubsamplingSpec(
-        prepare=lambda ctx: _prepare_cv(ctx, weighted=True, adaptive=True), build=_build_glm,
-        noise_curvature=_cvps_noise, control="fixed", weighting="cvps"),
-    "svrg": SubsamplingSpec(
-        prepare=lambda ctx: _prepare_snapshot(ctx, "snapshot", True), build=_build_glm,
-        noise_curvature=_cv_noise, control="snapshot"),
-    "saga": SubsamplingSpec(
-        prepare=lambda ctx: _prepare_snapshot(ctx, "table", False), build=_build_glm,
-        noise_curvature=_cv_noise, control="snapshot"),
-    "tmu": SubsamplingSpec(
-        prepare=lambda ctx: _prepare_snapshot(ctx, "table", True), build=_build_glm,
-        noise_curvature=_cv_noise, control="snapshot"),
-    # EWSG over variance-reduced bases (EWSG paper §G): the same index chain
-    "ewsg-cv": SubsamplingSpec(
-        prepare=_prepare_cv, build=_build_glm, noise_curvature=_cv_noise, index_chain=True,
-        control="fixed"),
-    "ewsg-svrg": SubsamplingSpec(
-        prepare=lambda ctx: _prepare_snapshot(ctx, "snapshot", True), build=_build_glm,
-        noise_curvature=_cv_noise, index_chain=True, control="snapshot"),
+    "ewsg": (_prepare_none, _build_uniform, _uniform_noise),
+    "cv": (_prepare_cv, _build_glm, _cv_noise),
+    "preferential": (_prepare_ps, _build_glm, _ps_noise),
+    "cv-preferential": (lambda ctx: _prepare_cv(ctx, weighted=True), _build_glm, _cvps_noise),
+    "adaptive-cv": (lambda ctx: _prepare_cv(ctx, adaptive=True), _build_glm, _cv_noise),
+    "adaptive-cv-preferential": (lambda ctx: _prepare_cv(ctx, weighted=True, adaptive=True),
+                                 _build_glm, _cvps_noise),
+    "svrg": (_snapshot("snapshot", True), _build_glm, _cv_noise),
+    "saga": (_snapshot("table", False), _build_glm, _cv_noise),
+    "tmu": (_snapshot("table", True), _build_glm, _cv_noise),
+    # EWSG over variance-reduced bases (EWSG paper, section G): the same index chain
+    "ewsg-cv": (_prepare_cv, _build_glm, _cv_noise),
+    "ewsg-svrg": (_snapshot("snapshot", True), _build_glm, _cv_noise),
 }
+
+SUBSAMPLINGS = {name: SubsamplingSpec(definition, *_ESTIMATOR_KERNELS[name])
+                for name, definition in ESTIMATORS.items()}
 
 
 def noise_per_row(ctx, spec, factor, kind, scale):
@@ -355,8 +349,7 @@ def noise_per_row(ctx, spec, factor, kind, scale):
 
 
 #: estimators that accept ``access=`` (the others draw from their own weights)
-ACCESS_SUBSAMPLINGS = {"uniform", "ewsg", "cv", "adaptive-cv", "svrg", "saga", "tmu",
-                       "ewsg-cv", "ewsg-svrg"}
+ACCESS_SUBSAMPLINGS = {name for name, spec in ESTIMATORS.items() if spec.access}
 
 
 # ----------------------------------------------------------------- dynamics
@@ -539,12 +532,25 @@ def _build_uld(dim, cfg, state, generator):
     return _restore(dyn, state)
 
 
-SAMPLERS = {
-    "sgld": SamplerSpec(build=_build_sgld, prepare=_prepare_sgld, metropolis=True),
-    "psgld": SamplerSpec(build=_build_psgld, prepare=_prepare_psgld, whitened=False),
-    "sghmc": SamplerSpec(build=_build_sghmc, prepare=_prepare_sghmc, has_momentum=True),
-    "sghmc-leapfrog": SamplerSpec(build=_build_leapfrog, prepare=_prepare_leapfrog,
-                                  metropolis=True),
-    "uld": SamplerSpec(build=_build_uld, prepare=_prepare_uld, has_momentum=True),
-    "baoab": SamplerSpec(build=_build_baoab, prepare=_prepare_sghmc, has_momentum=True),
+def _build_sgnht(dim, cfg, state, generator):
+    p0 = None if state and "momentum" in state else _stationary_momentum(generator, dim, cfg)
+    dyn = _dynamics.SGNHT(dim, cfg["step_size"], cfg["temperature"], diffusion=cfg["friction"],
+                          p0=p0, reference_precision=cfg["reference_precision"])
+    return _restore(dyn, state)
+
+
+# the linear engine's builders per dynamics: (build, prepare)
+_DYNAMICS_KERNELS = {
+    "sgld": (_build_sgld, _prepare_sgld),
+    "psgld": (_build_psgld, _prepare_psgld),
+    "sghmc": (_build_sghmc, _prepare_sghmc),
+    "sghmc-leapfrog": (_build_leapfrog, _prepare_leapfrog),
+    "uld": (_build_uld, _prepare_uld),
+    "baoab": (_build_baoab, _prepare_sghmc),
+    # the thermostat starts at the friction the identity metric's rule sets
+    # for SGHMC (critical damping of the stiffest direction)
+    "sgnht": (_build_sgnht, _prepare_sghmc),
 }
+
+SAMPLERS = {name: SamplerSpec(definition, *_DYNAMICS_KERNELS[name])
+            for name, definition in DYNAMICS.items() if LINEAR in definition.engines}
