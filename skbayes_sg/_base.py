@@ -26,6 +26,7 @@ from ._sampling._lazy import LAZY_SAMPLERS, LAZY_SUBSAMPLINGS
 from ._sampling._metric import Metric
 from ._sampling._registry import (
     ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise, noise_per_row)
+from ._sampling._specs import estimator_owners, hyperparameter_constraints, sampler_owners
 from ._sampling._runner import CHECK_EVERY, ChainPool, ChainSpec, initial_state
 
 DEFAULT_BATCH_SIZE = 100
@@ -123,7 +124,6 @@ class BaseSGMCMC(BaseEstimator):
         "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
         "fit_intercept": ["boolean"],
         "temperature": [Interval(numbers.Real, 0, None, closed="neither")],
-        "friction": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "init": [StrOptions({"auto", "laplace", "mode", "zeros", "prior"}), "array-like"],
         "ewsg_chain_length": [Interval(numbers.Integral, 0, None, closed="left")],
         "ewsg_x": [StrOptions(set(EWSG_X_MODES))],
@@ -133,10 +133,9 @@ class BaseSGMCMC(BaseEstimator):
         "pv_threshold": [Interval(numbers.Real, 0, None, closed="neither"),
                          StrOptions({"auto", "pilot"})],
         "pilot_steps": [Interval(numbers.Integral, 1, None, closed="left")],
-        "n_leapfrog": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "inv_mass": [Interval(numbers.Real, 0, None, closed="neither")],
         "warm_start": ["boolean"],
         "verbose": ["verbose"],
+        **hyperparameter_constraints(),   # friction, inv_mass, n_leapfrog
     }
 
     def __init__(
@@ -563,19 +562,12 @@ class BaseSGMCMC(BaseEstimator):
         out["bounds"] = (center, sd, max(widen * DIVERGENCE_SD, 2.0 * farthest))
         return out
 
-    # parameter -> (its default, the samplers / subsamplings it acts with)
-    _SAMPLER_PARAMETERS = {
-        "friction": ("auto", {"sghmc", "uld", "baoab"}),
-        "inv_mass": (1.0, {"uld"}),
-        "n_leapfrog": ("auto", {"sghmc-leapfrog"}),
-    }
-    _SUBSAMPLING_PARAMETERS = {
-        "ewsg_chain_length": (1, {"ewsg", "ewsg-cv", "ewsg-svrg"}),
-        "ewsg_x": ("auto", {"ewsg", "ewsg-cv", "ewsg-svrg"}),
-        "snapshot_period": ("auto", {"svrg", "tmu", "ewsg-svrg"}),
-        "pv_threshold": ("auto", {"adaptive-cv", "adaptive-cv-preferential"}),
-        "pilot_steps": (500, {"adaptive-cv", "adaptive-cv-preferential"}),
-    }
+    # parameter -> (its default, the samplers / subsamplings it acts with): the
+    # owners are the algorithms' specs (_sampling/_specs.py)
+    _SAMPLER_PARAMETERS = sampler_owners()
+    _SUBSAMPLING_PARAMETERS = estimator_owners({
+        "ewsg_chain_length": 1, "ewsg_x": "auto", "snapshot_period": "auto",
+        "pv_threshold": "auto", "pilot_steps": 500})
 
     def _check_parameters_act(self, sampler, subsampling):
         """Every parameter set away from its default acts on the fit, or the

@@ -26,6 +26,14 @@
   ``c/s`` of its one-step q transition; and the index chain uses both ULD
   components (chi-square against the closed-form weights).
 
+* SGNHT with one-row minibatches on a 40-D Gaussian (unknown, isotropic
+  gradient noise): the kinetic temperature ``E[p.p/d]`` is exactly T (the
+  thermostat's update has mean zero), the thermostat settles at the friction
+  xi* at which the frozen linear recursion has momentum variance T, and
+  Var(x) equals that recursion's stationary variance (discrete Lyapunov);
+  SGHMC at the same step and friction is inflated several times.  (Checked
+  once by breaking the noise scale, 2 A -> 1.5 A: xi misses xi* by 24 se.)
+
 Tolerances are ``Z`` Monte Carlo standard errors; seeds are fixed.
 """
 import itertools
@@ -503,3 +511,97 @@ def test_uld_ewsg_ideal_mixture_is_the_full_gradient_kernel():
         mix = sum(np.exp(0.5 * ej @ ej - 0.5 * ebar @ ebar) / len(gJ) * cj.pdf(zp)
                   for ej, cj in zip(e, comps))
         assert mix == pytest.approx(full.pdf(zp), rel=1e-9)
+
+
+# ------------------------------------------------- SGNHT: the thermostat's laws
+def _isotropic_noise_problem(K=40, n=8, noise_var=1.0, seed=0):
+    """K independent Gaussian coordinates, n rows: U = alpha |theta|^2 / 2 +
+    sum_i |theta - y_i|^2 / (2 sigma^2).  Every column of Y has the same
+    variance over rows, so a one-row minibatch gradient has the same noise
+    variance v = n^2 Var_i(y_ij) / sigma^4 in every coordinate."""
+    rng = np.random.default_rng(seed)
+    Y = rng.normal(size=(n, K))
+    Y -= Y.mean(axis=0)
+    Y = Y / np.sqrt((Y ** 2).mean(axis=0)) + 0.5
+    return Problem(RowData(np.zeros((n, 0)), True), Y, "gaussian", K, noise_var), Y
+
+
+def _sgnht_frozen(xi, lam, h, A, T, v):
+    """Stationary (Var x, Var p) of one coordinate of Euler SGNHT on
+    U = lam x^2 / 2 with the thermostat frozen at ``xi`` and gradient noise of
+    variance v: p' = (1 - h xi) p - h (lam x + eps) + sqrt(2 A T h) eta,
+    x' = x + h p'."""
+    M = np.array([[1 - h * h * lam, h * (1 - h * xi)], [-h * lam, 1 - h * xi]])
+    Bn = np.sqrt(v) * np.array([[-h * h], [-h]])
+    Bx = np.sqrt(2 * A * T * h) * np.array([[h], [1.0]])
+    S = solve_discrete_lyapunov(M, Bn @ Bn.T + Bx @ Bx.T)
+    return S[0, 0], S[1, 1]
+
+
+def _series_mean_se(s):
+    """Mean of one chain's series and its ESS-based standard error."""
+    s = np.asarray(s, dtype=np.float64)[None, :]
+    return s.mean(), s.std(ddof=1) / np.sqrt(ref.ess(s))
+
+
+@pytest.mark.parametrize("T", [1.0, 0.5])
+def test_sgnht_thermostat_absorbs_unknown_gradient_noise(T):
+    """SGNHT (Ding et al. 2014) with one-row minibatches on a 40-D Gaussian
+    whose gradient noise (variance v = 64 per coordinate) the sampler is not
+    told about.
+
+    * Kinetic temperature: the thermostat's update ``xi += h (p.p/d - T)`` has
+      mean zero in stationarity, so ``E[p.p/d] = T`` *exactly* at any step and
+      noise -- within Z se of the chain's own series.
+    * Configurational law: with d = 40 coordinates the thermostat barely
+      fluctuates, and the chain is the linear recursion with ``xi`` frozen at
+      the value xi* whose stationary momentum variance is T; the sampled
+      ``xi`` must settle at xi*, and Var(x) must equal that recursion's
+      stationary variance (a discrete Lyapunov equation), within Z se.
+    * SGHMC at the same step and friction (xi fixed at A) is far off: its
+      kinetic temperature and Var(x) are inflated several times, so the test
+      sees the noise.
+    """
+    from scipy.optimize import brentq
+
+    from skbayes_sg._sampling._dynamics import SGHMC, SGNHT
+
+    K, n, b, alpha, noise_var, h, A = 40, 8, 1, 1.0, 1.0, 0.05, 1.0
+    problem, Y = _isotropic_noise_problem(K, n, noise_var)
+    lam = alpha + n / noise_var
+    mu = Y.sum(axis=0) / noise_var / lam
+    v = n * n / b * (Y - Y.mean(axis=0)).var(axis=0).mean() / noise_var ** 2
+    # U / T: the chain samples exp(-U / T); the frozen recursion with lam, v as given
+    # (the recursion is stable for h xi < 2)
+    xi_star = brentq(lambda xi: _sgnht_frozen(xi, lam, h, A, T, v)[1] - T, A, 1.5 / h)
+    var_x_star = _sgnht_frozen(xi_star, lam, h, A, T, v)[0]
+    rng = np.random.default_rng(3)
+    out = {}
+    for name in ("sgnht", "sghmc"):
+        p0 = np.sqrt(T) * rng.normal(size=K)
+        dyn = (SGNHT(K, h, T, diffusion=A, p0=p0) if name == "sgnht"
+               else SGHMC(K, h, T, friction=A, r0=p0))
+        oracle = ChainOracle(UniformSubsampling(problem, b), alpha)
+        bitgen = np.random.PCG64(11)
+        theta = mu.copy()
+        run_segment(oracle, dyn, theta, 5000, 1, None, bitgen)
+        N = 12000
+        kin, sq, xis = np.empty(N), np.empty(N), np.empty(N)
+        for k in range(N):
+            run_segment(oracle, dyn, theta, 5, 1, None, bitgen)
+            state = dyn.get_state()
+            p = state["momentum"]
+            kin[k] = p @ p / K
+            sq[k] = np.mean((theta - mu) ** 2)
+            xis[k] = state["thermostat"][0] if name == "sgnht" else A
+        out[name] = (_series_mean_se(kin), _series_mean_se(sq), _series_mean_se(xis))
+    (kin, kin_se), (var_x, var_se), (xi, xi_se) = out["sgnht"]
+    print(f"SGNHT T={T}: kinetic {kin:.4f} +- {kin_se:.4f}; xi {xi:.3f} +- {xi_se:.3f} "
+          f"(xi* {xi_star:.3f}); Var x {var_x:.5f} +- {var_se:.5f} (frozen {var_x_star:.5f}, "
+          f"posterior {T / lam:.5f}); SGHMC kinetic {out['sghmc'][0][0]:.3f}, "
+          f"Var x {out['sghmc'][1][0]:.5f}")
+    assert abs(kin - T) < Z * kin_se
+    assert abs(xi - xi_star) < Z * xi_se
+    assert abs(var_x - var_x_star) < Z * var_se
+    # the noise is visible: SGHMC's kinetic temperature and Var x are inflated
+    assert out["sghmc"][0][0] > 3 * T and out["sghmc"][1][0] > 3 * T / lam

@@ -23,8 +23,8 @@ noisy there, so V bounds their noise too):
 ======================  ==================================================
 sgld                    h = 0.1 / lambda_max(P + V)
 psgld                   the same in the metric G = n / sqrt(diag(P + V))
-sghmc, uld (u = 1)      gamma = 2 sqrt(lambda_max(P)),
-                        h = 0.05 min(1/sqrt(lambda), 1/gamma, 2 gamma / v)
+sghmc, uld (u = 1),     gamma = 2 sqrt(lambda_max(P)) (sgnht: its diffusion A),
+baoab, sgnht            h = 0.05 min(1/sqrt(lambda), 1/gamma, 2 gamma / v)
 sghmc-leapfrog (K = 5)  h = min(0.2 / sqrt(lambda), sqrt(0.1 T / (K v)))
 ======================  ==================================================
 
@@ -60,11 +60,11 @@ except ImportError:
 
 Z = 4.5
 ACCESS_MODES = ("random", "reshuffle", "cyclic")
-MOMENTUM_SAMPLERS = {"sghmc", "uld", "baoab"}
+MOMENTUM_SAMPLERS = {"sghmc", "uld", "baoab", "sgnht"}
 EWSG_SUBSAMPLINGS = {"ewsg", "ewsg-cv", "ewsg-svrg"}
 N_LEAPFROG = 5
 ALLOW = {"sgld": 0.08, "psgld": 0.20, "sghmc": 0.08, "sghmc-leapfrog": 0.08, "uld": 0.08,
-         "baoab": 0.08}
+         "baoab": 0.08, "sgnht": 0.08}
 # the matrix checks each dynamics as its paper defines it, in the parameters'
 # own coordinates at the steps chosen here; the Laplace metric, the
 # Metropolis correction and the automatic budget have tests of their own
@@ -108,6 +108,8 @@ FAST_RIDGE = [
     ("uld", "ewsg-cv", "random"),
     ("baoab", "uniform", "random"),
     ("baoab", "cv-preferential", "random"),
+    ("sgnht", "uniform", "random"),
+    ("sgnht", "saga", "cyclic"),
 ]
 FAST_LOGISTIC = [
     ("sgld", "adaptive-cv", "random"),
@@ -116,6 +118,7 @@ FAST_LOGISTIC = [
     ("sghmc-leapfrog", "uniform", "random"),
     ("uld", "ewsg", "random"),
     ("baoab", "svrg", "random"),
+    ("sgnht", "cv-preferential", "random"),
 ]
 
 
@@ -133,10 +136,11 @@ def test_fast_subset_covers_every_row():
         assert {c[2] for c in fast} == set(ACCESS_MODES)
         assert all(c in POSTERIOR_COMBOS for c in fast)
     assert {c[0] for c in FAST_LOGISTIC} == set(SAMPLERS)
-    assert set(SAMPLERS) == {"sgld", "psgld", "sghmc", "sghmc-leapfrog", "uld", "baoab"}
+    assert set(SAMPLERS) == {"sgld", "psgld", "sghmc", "sghmc-leapfrog", "uld", "baoab",
+                             "sgnht"}
     assert len(SUBSAMPLINGS) == 13 and ACCESS_SUBSAMPLINGS <= set(SUBSAMPLINGS)
-    assert len(ALL_COMBOS) == 6 * (13 + 2 * len(ACCESS_SUBSAMPLINGS))
-    assert len(EWSG_CYCLIC) == 6 * 3
+    assert len(ALL_COMBOS) == 7 * (13 + 2 * len(ACCESS_SUBSAMPLINGS))
+    assert len(EWSG_CYCLIC) == 7 * 3
 
 
 # ------------------------------------------------------------------ steps
@@ -161,6 +165,7 @@ def _steps(P, V, n, T=1.0):
         "sghmc": dict(step_size=mom, friction=gamma),
         "uld": dict(step_size=mom, friction=gamma, inv_mass=1.0),
         "baoab": dict(step_size=mom, friction=gamma),
+        "sgnht": dict(step_size=mom, friction=gamma),
         "sghmc-leapfrog": dict(
             step_size=min(0.2 / np.sqrt(lam), np.sqrt(0.1 * T / (N_LEAPFROG * v))),
             n_leapfrog=N_LEAPFROG),

@@ -53,7 +53,7 @@ HYPERPARAMETERS = {
         (Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})),
         "Friction gamma of the underdamped dynamics (``\"sghmc\"``, ``\"uld\"``, "
         "``\"baoab\"``) and the diffusion A of ``\"sgnht\"`` (its thermostat "
-        "starts there). ``\"auto\"``: set with the step (``friction_``)."),
+        "starts there)."),
     "inv_mass": Hyperparameter(
         "inv_mass", 1.0, (Interval(Real, 0, None, closed="neither"),),
         "Inverse mass u of ``\"uld\"`` (its velocity has variance u T).",
@@ -224,6 +224,12 @@ def hyperparameter_constraints():
     return {hp.name: list(hp.constraints) for hp in HYPERPARAMETERS.values()}
 
 
+def _fill(text):
+    # hyphenated names ("sghmc-leapfrog") are never split across lines
+    return textwrap.fill(text, 78, initial_indent=" " * 8, subsequent_indent=" " * 8,
+                         break_on_hyphens=False)
+
+
 def sampler_doc(engine, default, auto=None):
     """The numpydoc entry of ``sampler`` for ``engine`` (indented by 4)."""
     names = dynamics_for(engine)
@@ -234,7 +240,7 @@ def sampler_doc(engine, default, auto=None):
     body.append("Formulas in the user guide.")
     text = " ".join(body)
     return ("    " + head + "\n"
-            + textwrap.fill(text, 78, initial_indent=" " * 8, subsequent_indent=" " * 8))
+            + _fill(text))
 
 
 def hyperparameter_doc(engine, names=None):
@@ -243,7 +249,6 @@ def hyperparameter_doc(engine, names=None):
     out = []
     for name, hp in HYPERPARAMETERS.items():
         if name in owned and (names is None or name in names):
-            out.append(f"    {name} : {hp.type_doc}, default={hp.default!r}\n"
-                       + textwrap.fill(hp.doc, 78, initial_indent=" " * 8,
-                                       subsequent_indent=" " * 8))
+            default = f'"{hp.default}"' if isinstance(hp.default, str) else repr(hp.default)
+            out.append(f"    {name} : {hp.type_doc}, default={default}\n" + _fill(hp.doc))
     return "\n".join(out)

@@ -12,24 +12,13 @@ from sklearn.utils.multiclass import check_classification_targets
 from .._base import BaseSGMCMC
 from .._sampling._context import MAX_DENSE_LAPLACE
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
+from .._sampling._specs import LINEAR, hyperparameter_doc, sampler_doc
 
 _DOC_PARAMS = """
-    sampler : {"auto", "sgld", "psgld", "sghmc", "sghmc-leapfrog", "uld", "baoab"}, \
-default="auto"
-        The dynamics (formulas in the user guide).  ``"auto"``: Hamiltonian
-        Monte Carlo (``"sghmc-leapfrog"`` with a Metropolis correction) when
-        the gradients are exact, ``"baoab"`` when they are subsampled.
-        ``"sgld"`` stochastic gradient Langevin dynamics (an exponential
-        integrator in a whitened metric, MALA with exact gradients);
-        ``"psgld"`` its RMSprop-preconditioned variant (its own metric, the
-        Gamma correction dropped); ``"sghmc"`` SG Hamiltonian Monte Carlo as
-        underdamped Langevin integrated by Euler-Maruyama (``friction``);
-        ``"sghmc-leapfrog"`` SG-HMC with leapfrog (momentum redrawn every
-        step, ``n_leapfrog`` steps; in a whitened metric the Gaussian part is
-        rotated exactly); ``"uld"`` SG underdamped Langevin with the exact
-        Ornstein-Uhlenbeck step of Cheng et al. (``friction``, ``inv_mass``);
-        ``"baoab"`` underdamped Langevin by the BAOAB splitting of Leimkuhler
-        and Matthews (second order, one gradient per step).
+""" + sampler_doc(LINEAR, "auto", auto=(
+    "The dynamics. ``\"auto\"``: Hamiltonian Monte Carlo (``\"sghmc-leapfrog\"`` "
+    "with a Metropolis correction) when the gradients are exact, ``\"baoab\"`` "
+    "when they are subsampled.")) + """
     subsampling : str, default="auto"
         The gradient estimator of the data term (formulas in the user guide):
 
@@ -133,12 +122,11 @@ default="auto"
         Fit an intercept (a coefficient on a constant feature).
     temperature : float, default=1.0
         T: the chains target ``exp(-U / T)``.
-    friction : float or "auto", default="auto"
-        Friction gamma of ``"sghmc"``, ``"uld"`` and ``"baoab"``.
-        ``"auto"``: in a whitened metric 1 (``"sghmc"``: the value in
-        {0.5, 1, 2, 4} the error model prefers); in the identity metric
+""" + hyperparameter_doc(LINEAR, ["friction"]) + """
+        ``"auto"``: in a whitened metric 1 (``"sghmc"``, ``"sgnht"``: the value
+        in {0.5, 1, 2, 4} the error model prefers); in the identity metric
         2 sqrt(L) (2 sqrt(u L) for ULD: critical damping of the stiffest
-        direction).  Ignored by other samplers.
+        direction).
     init : {"auto", "laplace", "mode", "zeros", "prior"} or array-like, \
 default="auto"
         Where chains start: ``"laplace"``, independent draws of the Laplace
