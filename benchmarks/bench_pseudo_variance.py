@@ -98,7 +98,7 @@ def make_scenario(name, seed=0):
         mode = ctx.mode()
         draws = rng.multivariate_normal(mode, ctx.laplace_cov(mode), size=10)
         y_engine = y
-    ctx.options.update(access="random")
+    ctx.settings.access = "random"
     return dict(name=name, X=X, y=y_engine, glm=glm, ctx=ctx, draws=draws)
 
 

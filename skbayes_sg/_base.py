@@ -21,7 +21,7 @@ from threadpoolctl import threadpool_limits
 
 from ._sampling import _error_model, _schedule
 from ._sampling._chain import EWSG_CYCLIC_MESSAGE, EWSG_X_MODES
-from ._sampling._context import FitContext
+from ._sampling._context import FitContext, FitSettings
 from ._sampling._lazy import LAZY_SAMPLERS, LAZY_SUBSAMPLINGS
 from ._sampling._metric import Metric
 from ._sampling._registry import (
@@ -307,35 +307,55 @@ class BaseSGMCMC(BaseEstimator):
                     f"{name}={previous[name]!r} or warm_start=False.")
 
     def _fit(self, X, y, glm, continuing, sample_weight=None):
-        n = X.shape[0]
+        """The fit after validation: context → set-up (mode, metric, steps)
+        → chains → store."""
+        ctx = self._fit_context(X, y, glm, sample_weight)
+        setup, states = self._set_up(ctx, continuing)
+        pool = ChainPool(X, y, self._chain_spec(ctx, glm, setup, sample_weight), states,
+                         n_jobs=self.n_jobs)
+        plan = self._plan(ctx, setup, continuing)
+        plan.retune = self._retuner(ctx, setup, pool)
+        outcome = self._run_chains(pool, plan, setup, continuing)
+        if (self.step_size != "auto" and setup.metric["kind"] == "identity"
+                and setup.sampler in ("sgld", "psgld") and not setup.metropolis
+                and ctx.dim <= MAX_STEP_CHECK_DIM):
+            self._identity_step_error(ctx, setup, pool)
+        self._store(ctx, setup, pool, plan, outcome)
+
+    def _fit_context(self, X, y, glm, sample_weight):
+        """The :class:`FitContext` of this fit, its settings typed, with
+        ``alpha`` resolved (ridge's ``alpha="auto"``, by the hook)."""
         batch = DEFAULT_BATCH_SIZE if self.batch_size == "auto" else self.batch_size
-        # alpha='auto' (ridge) is resolved by the hook below, before anything
-        # depends on it
         alpha = 1.0 if isinstance(self.alpha, str) else float(self.alpha)
+        settings = FitSettings(
+            temperature=float(self.temperature), access=self.access, step_size=self.step_size,
+            snapshot_period=self.snapshot_period, pv_threshold=self.pv_threshold,
+            pilot_steps=self.pilot_steps, n_leapfrog=self.n_leapfrog, inv_mass=self.inv_mass)
         ctx = FitContext(X, y, glm, alpha, bool(self.fit_intercept),
-                         int(min(batch, n)), sample_weight)
-        ctx.options.update(temperature=float(self.temperature), access=self.access,
-                           snapshot_period=self.snapshot_period,
-                           pv_threshold=self.pv_threshold, pilot_steps=self.pilot_steps,
-                           n_leapfrog=self.n_leapfrog, inv_mass=self.inv_mass)
+                         int(min(batch, X.shape[0])), sample_weight, settings=settings)
         self._fit_context_hook(ctx)
         self.alpha_ = float(ctx.alpha)
+        return ctx
+
+    def _set_up(self, ctx, continuing):
+        """``(FitSetup, chain states)``: resolved afresh (mode, metric, step,
+        starting points), or those of the chains a warm start continues."""
         if continuing:
-            setup = self._fit_setup
             if hasattr(self, "mode_"):
                 ctx._cache["mode"] = self.mode_.ravel().copy()  # the mode does not move
-            states = self._chain_states
-        else:
-            seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-            seeds = np.random.SeedSequence(seed).spawn(self.n_chains + 1)
-            # the set-up's own randomness (pilot chains) never shares a chain's stream
-            ctx.options["pilot_seed"] = seeds[-1]
-            setup = self._resolve_setup(ctx)
-            starts = self._start_points(ctx, setup, seeds)
-            setup.notes.update(self._divergence_bounds(ctx, setup, starts))
-            states = [initial_state(s, z0) for s, z0 in zip(seeds[:self.n_chains], starts)]
-        metric = Metric.from_config(setup.metric)
-        spec = ChainSpec(
+            return self._fit_setup, self._chain_states
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        seeds = np.random.SeedSequence(seed).spawn(self.n_chains + 1)
+        # the set-up's own randomness (pilot chains) never shares a chain's stream
+        ctx.settings.pilot_seed = seeds[-1]
+        setup = self._resolve_setup(ctx)
+        starts = self._start_points(ctx, setup, seeds)
+        setup.notes.update(self._divergence_bounds(ctx, setup, starts))
+        return setup, [initial_state(s, z0) for s, z0 in zip(seeds[:self.n_chains], starts)]
+
+    def _chain_spec(self, ctx, glm, setup, sample_weight):
+        """What every chain is built from (:class:`ChainSpec`, picklable)."""
+        return ChainSpec(
             model=glm.name, n_outputs=glm.n_outputs, noise_var=glm.noise_var,
             fit_intercept=bool(self.fit_intercept), alpha=float(ctx.alpha),
             sampler=setup.sampler, sampler_config=setup.sampler_config,
@@ -348,25 +368,21 @@ class BaseSGMCMC(BaseEstimator):
             sample_weight=sample_weight,
             lazy=(bool(setup.notes.get("lazy", False))
                   and self._touches_few(ctx, setup.batch_size)))
-        pool = ChainPool(X, y, spec, [dict(s) for s in states], n_jobs=self.n_jobs)
-        plan = self._plan(ctx, setup, continuing)
-        plan.retune = self._retuner(ctx, setup, pool)
+
+    def _run_chains(self, pool, plan, setup, continuing):
+        """Warm-up and sampling rounds (:mod:`._sampling._schedule`); a
+        divergence or an interrupt discards the draws (a warm start keeps
+        the chains it began from)."""
         try:
             with pool.session():
-                outcome = _schedule.run(pool, plan, continuing)
+                return _schedule.run(pool, plan, continuing)
         except _schedule.ChainsDiverged as exc:
             self._discard_posterior(keep_chains=continuing)
             raise self._divergence_error(exc, setup) from None
         except KeyboardInterrupt:
-            # every chain thread has stopped (ChainPool); the draws so far are
-            # discarded, and a warm start can be resumed from where it began
+            # every chain thread has stopped (ChainPool)
             self._discard_posterior(keep_chains=continuing)
             raise
-        if (self.step_size != "auto" and setup.metric["kind"] == "identity"
-                and setup.sampler in ("sgld", "psgld") and not setup.metropolis
-                and ctx.dim <= MAX_STEP_CHECK_DIM):
-            self._identity_step_error(ctx, setup, pool)
-        self._store(ctx, setup, pool, plan, outcome)
 
     # ---------------------------------------------------------------- set-up
     def _resolve_setup(self, ctx):
@@ -376,7 +392,7 @@ class BaseSGMCMC(BaseEstimator):
         self._check_combinations()
         self._check_parameters_act(self.sampler, self.subsampling)  # before the set-up
         kind = self._metric_kind(ctx)
-        ctx.options["metric_kind"] = kind
+        ctx.resolved.metric_kind = kind
         metric_cfg = Metric(ctx.dim).get_config()
         factor = None
         if kind != "identity":
@@ -387,10 +403,10 @@ class BaseSGMCMC(BaseEstimator):
         def v1(name):
             """The estimator's one-row noise in the whitened metric (lazy: set-up passes)."""
             if name not in noise_cache:
-                if "posterior_row_cov" not in ctx.options:
+                if ctx.resolved.posterior_row_cov is None:
                     Q = ctx.metric_row_covariances(kind, factor)
-                    ctx.options["posterior_row_cov"] = Q
-                    ctx.options["metric_row_cov"] = Q
+                    ctx.resolved.posterior_row_cov = Q
+                    ctx.resolved.metric_row_cov = Q
                 noise_cache[name] = noise_per_row(ctx, SUBSAMPLINGS[name], factor, kind, 1.0 / T)
             return noise_cache[name]
 
@@ -426,7 +442,8 @@ class BaseSGMCMC(BaseEstimator):
             if metropolis and not (exact and SAMPLERS[sampler].metropolis):
                 raise ValueError(
                     f"metropolis=True needs exact gradients (subsampling='full') and a "
-                    f"sampler with a reversible proposal ('sgld' or 'sghmc-leapfrog'); got "
+                    f"sampler with a reversible proposal "
+                    f"({sorted(s for s in SAMPLERS if SAMPLERS[s].metropolis)}); got "
                     f"sampler={sampler!r}, subsampling={subsampling!r}. Use metropolis='auto'.")
         theta0 = ctx.mode() if kind != "identity" else self._calibration_point(ctx)
         step, friction = self.step_size, self.friction
@@ -461,7 +478,7 @@ class BaseSGMCMC(BaseEstimator):
         ctx.batch_size = int(min(batch if batch is not None else DEFAULT_BATCH_SIZE, n))
         shared = self._shared_start(ctx, kind)
         if shared is not None:  # every chain starts here: one snapshot table for all
-            ctx.options["shared_start"] = shared
+            ctx.resolved.shared_start = shared
         noise = GradientNoise(ctx, SUBSAMPLINGS[subsampling], theta0)
         sub_config = SUBSAMPLINGS[subsampling].prepare(ctx)
         samp_config = SAMPLERS[sampler].prepare(ctx, theta0, step, friction, noise, T)
@@ -509,8 +526,8 @@ class BaseSGMCMC(BaseEstimator):
         mu = float(np.linalg.eigvalsh(g[:, None] * H * g[None, :])[-1])
         v = 0.0
         if SUBSAMPLINGS[setup.subsampling].stochastic:
-            if "posterior_row_cov" not in ctx.options:
-                ctx.options["posterior_row_cov"] = ctx.metric_row_covariances("dense", factor)
+            if ctx.resolved.posterior_row_cov is None:
+                ctx.resolved.posterior_row_cov = ctx.metric_row_covariances("dense", factor)
             v = noise_per_row(ctx, SUBSAMPLINGS[setup.subsampling], factor, "dense",
                               1.0 / T) / max(setup.batch_size, 1)
         kappa = float(setup.sampler_config["step_size"]) * mu
@@ -898,8 +915,8 @@ class BaseSGMCMC(BaseEstimator):
             for name in ("batch_sizes_", "mean_batch_size_"):
                 if hasattr(self, name):
                     delattr(self, name)
-        if "pilot_q95" in ctx.options:
-            self.pv_threshold_ = ctx.options["pilot_q95"]
+        if ctx.resolved.pilot_q95 is not None:
+            self.pv_threshold_ = ctx.resolved.pilot_q95
         self._warmup_log = outcome.log
 
     def _warn_if_unreliable(self):

@@ -746,6 +746,7 @@ INERT = [
     ("friction", 2.0, "sghmc-leapfrog", "full"),
     ("inv_mass", 2.0, "sghmc", "uniform"),
     ("inv_mass", 2.0, "baoab", "cv"),
+    ("inv_mass", 2.0, "sgnht", "uniform"),
     ("n_leapfrog", 3, "sgld", "full"),
     ("n_leapfrog", 3, "uld", "uniform"),
     ("ewsg_chain_length", 3, "sghmc", "uniform"),

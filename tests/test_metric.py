@@ -202,10 +202,10 @@ def test_step_model_against_the_exact_finite_h_law(b):
     n = len(y)
     Xe = ref.add_ones(X)
     ctx = FitContext(X, y, GLM(GAUSSIAN, 1, 0.3), 1.0, True, b)
-    ctx.options.update(metric_kind="dense")
+    ctx.resolved.metric_kind = "dense"
     center, L = ctx.laplace_metric("dense")
     Q = ctx.metric_row_covariances("dense", L)
-    ctx.options.update(posterior_row_cov=Q, metric_row_cov=Q)
+    ctx.resolved.posterior_row_cov = ctx.resolved.metric_row_cov = Q
     v1 = noise_per_row(ctx, SUBSAMPLINGS["uniform"], L, "dense", 1.0)
 
     def exact_inflation(h, b):

@@ -44,7 +44,7 @@ from sklearn.datasets import make_classification
 
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
 from skbayes_sg._sampling._chain import ChainOracle
-from skbayes_sg._sampling._context import FitContext
+from skbayes_sg._sampling._context import FitContext, FitSettings
 from skbayes_sg._sampling._dataset import RowData
 from skbayes_sg._sampling._estimators import (
     FullGradient, GLMEstimator, Problem, alias_table)
@@ -86,7 +86,7 @@ def _tiny(model, layout="dense", fit_intercept=True, n=5, d=3, seed=0, dtype=np.
     glm = GLM(kind, K, noise_var)
     prob = Problem(RowData(Xin, fit_intercept), y, model, K, noise_var)
     ctx = FitContext(Xin, y, glm, 0.9, fit_intercept, 2)
-    ctx.options.update(access="random", pv_threshold=3.0, pilot_steps=50, pilot_seed=0)
+    ctx.settings = FitSettings(access="random", pv_threshold=3.0, pilot_steps=50, pilot_seed=0)
     theta = rng.normal(size=K * (d + int(fit_intercept)))
     return Xin, y, glm, prob, ctx, theta
 

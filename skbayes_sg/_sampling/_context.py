@@ -7,7 +7,7 @@ cached, so an estimator that needs the mode pays for it once, and one that
 does not never does.
 """
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -32,6 +32,51 @@ def _dense_ext(Xc, fit_intercept):
     if fit_intercept:
         Xd = np.hstack([Xd, np.ones((Xd.shape[0], 1))])
     return Xd
+
+
+@dataclass
+class FitSettings:
+    """The estimator's settings the set-up pieces read (typed: nothing else
+    passes between the estimator and the registry's ``prepare`` functions).
+
+    ``step_size``, ``snapshot_period``, ``pv_threshold``, ``n_leapfrog`` may be
+    ``"auto"``; ``pilot_seed`` seeds the set-up's own chains (a SeedSequence
+    apart from every chain's).
+    """
+
+    temperature: float = 1.0
+    access: str = "random"
+    step_size: object = "auto"
+    snapshot_period: object = "auto"
+    pv_threshold: object = "auto"
+    pilot_steps: int = 500
+    pilot_seed: object = 0
+    n_leapfrog: object = "auto"
+    inv_mass: float = 1.0
+
+
+@dataclass
+class Resolved:
+    """What the set-up has decided so far, for the pieces that come after it.
+
+    Attributes
+    ----------
+    metric_kind : {"identity", "diagonal", "dense"}
+    metric_row_cov : ndarray or None
+        ``x_i^T M x_i`` per row (and output pair) in the sampler's metric M.
+    posterior_row_cov : ndarray or None
+        The same under the Laplace covariance (the noise model's).
+    shared_start : ndarray or None
+        The point every chain starts from, when they share one.
+    pilot_q95 : float or None
+        The adaptive estimator's q95 of ``||theta - mode||^2`` (pilot or Laplace).
+    """
+
+    metric_kind: str = "identity"
+    metric_row_cov: object = None
+    posterior_row_cov: object = None
+    shared_start: object = None
+    pilot_q95: object = None
 
 
 @dataclass
@@ -62,7 +107,8 @@ class FitContext:
     fit_intercept: bool
     batch_size: int
     sample_weight: object = None
-    options: dict = field(default_factory=dict)   # estimator settings (access, ...)
+    settings: FitSettings = field(default_factory=FitSettings)
+    resolved: Resolved = field(default_factory=Resolved)
     _cache: dict = field(default_factory=dict, repr=False)
     # per-datum gradient evaluations spent on set-up: every full pass over the
     # data (mode search, power iteration, moments) counts n
@@ -105,13 +151,14 @@ class FitContext:
     @contextmanager
     def uncounted(self):
         """Work that is not part of the fit (a diagnostic after the draws):
-        its passes are not counted, and what it caches or sets in
-        ``options`` is forgotten on exit."""
-        counted, cache, options = self.n_grad_evals, dict(self._cache), dict(self.options)
+        its passes are not counted, and what it caches or resolves is
+        forgotten on exit."""
+        counted, cache = self.n_grad_evals, dict(self._cache)
+        resolved = replace(self.resolved)
         try:
             yield self
         finally:
-            self.n_grad_evals, self._cache, self.options = counted, cache, options
+            self.n_grad_evals, self._cache, self.resolved = counted, cache, resolved
 
     def has_mode(self):
         """Whether the mode has been found (no pass is spent to know)."""
@@ -202,7 +249,7 @@ class FitContext:
     def _newton_dense(self):
         """Each iteration: one pass for U, the gradient and the Hessian at the
         new point (shared by the line search's first, usually accepted, trial)."""
-        T = float(self.options.get("temperature", 1.0))
+        T = float(self.settings.temperature)
         theta = np.zeros(self.dim)
         u, g, H = self._value_grad_hessian(theta)
         for _ in range(MAX_NEWTON_ITER):
@@ -217,7 +264,7 @@ class FitContext:
         return theta, H
 
     def _newton_cg(self, cg_iter=30):
-        T = float(self.options.get("temperature", 1.0))
+        T = float(self.settings.temperature)
         theta = np.zeros(self.dim)
         u, g = self.potential_and_grad(theta)
         self.n_grad_evals += self.n

@@ -112,7 +112,7 @@ class GradientNoise:
 
 # --------------------------------------------------------------- estimators
 def _prepare_none(ctx):
-    return {"batch_size": ctx.batch_size, "access": ctx.options.get("access", "random")}
+    return {"batch_size": ctx.batch_size, "access": ctx.settings.access}
 
 
 def _uniform_noise(ctx, theta, col_scale=None):
@@ -170,11 +170,11 @@ def _cvps_weights(ctx):
     p_i ∝ w_i x_i^T S x_i, the datum's curvature in the whitened metric).
     Cached: the prepare step and the noise model share it."""
     if "cvps_weights" not in ctx._cache:
-        kind = ctx.options.get("metric_kind", "identity")
+        kind = ctx.resolved.metric_kind
         if kind == "identity":
             w = ctx.hessian_trace_weights(ctx.mode())
         else:
-            Q = ctx.options["metric_row_cov"]          # x_i^T M x_i
+            Q = ctx.resolved.metric_row_cov          # x_i^T M x_i
             C = ctx.hessian_row_weights(ctx.mode(), full=True)
             if C.ndim == 1:
                 w = C * Q
@@ -194,7 +194,7 @@ def _positive(w):
 
 def _prepare_cv(ctx, weighted=False, adaptive=False):
     cfg = {"batch_size": ctx.batch_size, "control": "fixed",
-           "access": "weighted" if weighted else ctx.options.get("access", "random")}
+           "access": "weighted" if weighted else ctx.settings.access}
     cfg.update(_mode_control(ctx))
     if weighted:
         cfg["weights"] = _cvps_weights(ctx)
@@ -221,15 +221,15 @@ def _adaptive_coef(ctx, cfg):
     under the Laplace approximation (a short pilot from the mode has not
     reached stationarity and under-estimates it).
     """
-    V = ctx.options.get("pv_threshold", "auto")
+    V = ctx.settings.pv_threshold
     if V not in ("auto", "pilot"):
         L = ctx.glm.lipschitz(ctx.X, ctx.fit_intercept, ctx.sample_weight)
         p = cfg["weights"] / cfg["weights"].sum() if "weights" in cfg else np.full(ctx.n, 1 / ctx.n)
         return float(np.sum(L ** 2 / p) / V)
     if V == "auto":
         # the stationary q95 the pilot estimates, under the Laplace approximation
-        q95 = ctx.laplace_distance_quantile(0.95, seed=ctx.options.get("pilot_seed", 0))
-        ctx.options["pilot_q95"] = q95
+        q95 = ctx.laplace_distance_quantile(0.95, seed=ctx.settings.pilot_seed)
+        ctx.resolved.pilot_q95 = q95
         return ctx.batch_size / max(q95, 1e-300)
     from ._chain import ChainOracle, run_segment
     from ._dataset import RowData
@@ -240,18 +240,20 @@ def _adaptive_coef(ctx, cfg):
                                   ctx.sample_weight)
     est = _build_glm(problem, pilot)
     noise = GradientNoise(ctx, SUBSAMPLINGS["cv"], ctx.mode())
-    h = ctx.options.get("step_size", "auto")
+    # the fit's step when it is in these coordinates (identity metric); a
+    # whitened metric's step is in other units, and the pilot takes its own
+    h = ctx.settings.step_size if ctx.resolved.metric_kind == "identity" else "auto"
     h = _auto_sgld(ctx, noise) if h == "auto" else float(h)
     dyn = _dynamics.SGLD(problem.dim, h, 1.0)
     oracle = ChainOracle(est, ctx.alpha)
-    steps = int(ctx.options.get("pilot_steps", 500))
+    steps = int(ctx.settings.pilot_steps)
     theta = np.array(ctx.mode())
     out = np.empty((steps, problem.dim))
     run_segment(oracle, dyn, theta, steps, 1, out,
-                np.random.PCG64(ctx.options.get("pilot_seed", 0)))
+                np.random.PCG64(ctx.settings.pilot_seed))
     ctx.n_grad_evals += oracle.n_evals
     q95 = float(np.quantile(np.sum((out - ctx.mode()) ** 2, axis=1), 0.95))
-    ctx.options["pilot_q95"] = q95
+    ctx.resolved.pilot_q95 = q95
     return ctx.batch_size / max(q95, 1e-300)
 
 
@@ -283,11 +285,11 @@ def _cvps_noise(ctx, theta, col_scale=None):
 # -- snapshot / aggregated gradients (SVRG-LD, SAGA-LD, TMU) -------------------
 def _prepare_snapshot(ctx, control, periodic):
     cfg = {"batch_size": ctx.batch_size, "control": control,
-           "access": ctx.options.get("access", "random")}
+           "access": ctx.settings.access}
     if periodic:
-        m = ctx.options.get("snapshot_period", "auto")
+        m = ctx.settings.snapshot_period
         cfg["period"] = int(np.ceil(ctx.n / ctx.batch_size)) if m == "auto" else int(m)
-    theta0 = ctx.options.get("shared_start")
+    theta0 = ctx.resolved.shared_start
     if theta0 is not None:  # every chain starts here: one table for all of them
         R, G = ctx.residuals(theta0)
         cfg.update(control_point=theta0, control_residuals=R.ravel(), control_sum=G)
@@ -335,7 +337,7 @@ def noise_per_row(ctx, spec, factor, kind, scale):
     """
     if spec.control is None:
         return 0.0
-    Q = ctx.options["posterior_row_cov"]
+    Q = ctx.resolved.posterior_row_cov
     E = ctx.row_noise_moments(spec.control, Q)
     if spec.weighting == "cvps":
         p = _cvps_weights(ctx)
@@ -358,7 +360,7 @@ def _dynamics_frame(ctx, temperature):
     metric carries the temperature in its scale (the oracle returns
     ``L^T grad U / T``), so the dynamics sample exp(-(U/T)) at temperature 1
     around a unit reference Gaussian; the identity metric has no reference."""
-    if ctx.options.get("metric_kind", "identity") == "identity":
+    if ctx.resolved.metric_kind == "identity":
         return {"temperature": temperature, "reference_precision": 0.0}
     return {"temperature": 1.0, "reference_precision": 1.0}
 
@@ -472,7 +474,7 @@ def _build_baoab(dim, cfg, state, generator):
 
 def _prepare_leapfrog(ctx, theta0, step_size, friction, noise, temperature):
     frame = _dynamics_frame(ctx, temperature)
-    K = ctx.options.get("n_leapfrog", "auto")
+    K = ctx.settings.n_leapfrog
     if K == "auto":
         # a whitened metric draws the number of steps per trajectory so that
         # its length is a jittered quarter period of the reference Gaussian;
@@ -502,7 +504,7 @@ def _build_leapfrog(dim, cfg, state, generator):
 
 
 def _prepare_uld(ctx, theta0, step_size, friction, noise, temperature):
-    u = float(ctx.options.get("inv_mass", 1.0))
+    u = float(ctx.settings.inv_mass)
     frame = _dynamics_frame(ctx, temperature)
     if frame["reference_precision"] > 0 or "auto" not in (friction, step_size):
         return {**frame, "step_size": float(step_size), "friction": float(friction),
