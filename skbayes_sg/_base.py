@@ -7,6 +7,7 @@ overdispersed; warm up and sample until the effective sample size reaches
 its target (:mod:`._sampling._schedule`); store the draws and say whether
 they can be trusted.
 """
+import inspect
 import numbers
 import warnings
 from abc import abstractmethod
@@ -26,7 +27,8 @@ from ._sampling._lazy import LAZY_SAMPLERS, LAZY_SUBSAMPLINGS
 from ._sampling._metric import Metric
 from ._sampling._registry import (
     ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise, noise_per_row)
-from ._sampling._specs import estimator_owners, hyperparameter_constraints, sampler_owners
+from ._sampling._specs import (
+    HYPERPARAMETERS, estimator_owners, hyperparameter_constraints, sampler_owners)
 from ._sampling._runner import CHECK_EVERY, ChainPool, ChainSpec, initial_state
 
 DEFAULT_BATCH_SIZE = 100
@@ -97,6 +99,52 @@ class FitSetup:
     notes: dict = field(default_factory=dict)
 
 
+#: every linear estimator's parameters and defaults, in order; the samplers'
+#: hyperparameters (friction, inv_mass, n_leapfrog) come from their specs
+BASE_PARAMETERS = {
+    "sampler": "auto", "subsampling": "auto", "metric": "auto", "metropolis": "auto",
+    "step_size": "auto", "batch_size": "auto", "n_samples": "auto", "n_warmup": "auto",
+    "thin": "auto", "target_ess": "auto", "max_passes": "auto", "max_time": None,
+    "n_chains": 4, "n_jobs": None, "random_state": None, "alpha": 1.0, "fit_intercept": True,
+    "temperature": 1.0, "init": "auto", "ewsg_chain_length": 1, "ewsg_x": "auto",
+    "access": "random", "snapshot_period": "auto", "pv_threshold": "auto", "pilot_steps": 500,
+    **{hp.name: hp.default for hp in HYPERPARAMETERS.values()},
+    "warm_start": False, "verbose": 0,
+}
+
+
+def _keyword_init(owner, parameters):
+    """An ``__init__`` that takes exactly ``parameters`` (name -> default) as
+    keywords and stores each unchanged (scikit-learn's contract), with the
+    explicit signature scikit-learn's ``get_params`` reads.  Written once, so
+    that an estimator lists only what it adds (:func:`estimator_parameters`)
+    and a sampler's new hyperparameter reaches every estimator from its spec."""
+    def __init__(self, **kwargs):
+        for name in kwargs:
+            if name not in parameters:
+                raise TypeError(f"{type(self).__name__}.__init__() got an unexpected "
+                                f"keyword argument {name!r}")
+        for name, default in parameters.items():
+            setattr(self, name, kwargs.get(name, default))
+
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    __init__.__signature__ = inspect.Signature(
+        [self_param] + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+                        for name, default in parameters.items()])
+    __init__.__qualname__ = f"{owner}.__init__"
+    return __init__
+
+
+def estimator_parameters(**own):
+    """Class decorator: the estimator's parameters are :data:`BASE_PARAMETERS`
+    plus ``own`` (name -> default; a base name given here changes its default)."""
+    def decorate(cls):
+        cls._parameter_defaults = {**BASE_PARAMETERS, **own}
+        cls.__init__ = _keyword_init(cls.__name__, cls._parameter_defaults)
+        return cls
+    return decorate
+
+
 class BaseSGMCMC(BaseEstimator):
     """Base class: parameter handling, the chains, posterior storage.
 
@@ -138,70 +186,8 @@ class BaseSGMCMC(BaseEstimator):
         **hyperparameter_constraints(),   # friction, inv_mass, n_leapfrog
     }
 
-    def __init__(
-        self,
-        *,
-        sampler="auto",
-        subsampling="auto",
-        metric="auto",
-        metropolis="auto",
-        step_size="auto",
-        batch_size="auto",
-        n_samples="auto",
-        n_warmup="auto",
-        thin="auto",
-        target_ess="auto",
-        max_passes="auto",
-        max_time=None,
-        n_chains=4,
-        n_jobs=None,
-        random_state=None,
-        alpha=1.0,
-        fit_intercept=True,
-        temperature=1.0,
-        friction="auto",
-        init="auto",
-        ewsg_chain_length=1,
-        ewsg_x="auto",
-        access="random",
-        snapshot_period="auto",
-        pv_threshold="auto",
-        pilot_steps=500,
-        n_leapfrog="auto",
-        inv_mass=1.0,
-        warm_start=False,
-        verbose=0,
-    ):
-        self.sampler = sampler
-        self.subsampling = subsampling
-        self.metric = metric
-        self.metropolis = metropolis
-        self.step_size = step_size
-        self.batch_size = batch_size
-        self.n_samples = n_samples
-        self.n_warmup = n_warmup
-        self.thin = thin
-        self.target_ess = target_ess
-        self.max_passes = max_passes
-        self.max_time = max_time
-        self.n_chains = n_chains
-        self.n_jobs = n_jobs
-        self.random_state = random_state
-        self.alpha = alpha
-        self.fit_intercept = fit_intercept
-        self.temperature = temperature
-        self.friction = friction
-        self.init = init
-        self.ewsg_chain_length = ewsg_chain_length
-        self.ewsg_x = ewsg_x
-        self.access = access
-        self.snapshot_period = snapshot_period
-        self.pv_threshold = pv_threshold
-        self.pilot_steps = pilot_steps
-        self.n_leapfrog = n_leapfrog
-        self.inv_mass = inv_mass
-        self.warm_start = warm_start
-        self.verbose = verbose
+    _parameter_defaults = BASE_PARAMETERS
+    __init__ = _keyword_init("BaseSGMCMC", BASE_PARAMETERS)
 
     # ------------------------------------------------------------ subclass API
     @abstractmethod

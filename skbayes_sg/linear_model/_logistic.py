@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 
-from .._base import BaseSGMCMC
+from .._base import BaseSGMCMC, estimator_parameters
 from .._sampling._context import MAX_DENSE_LAPLACE
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
 from .._sampling._specs import LINEAR, hyperparameter_doc, sampler_doc
@@ -245,6 +245,7 @@ _DOC_ATTRS = """
 """
 
 
+@estimator_parameters(class_weight=None)
 class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
     # assembled from shared parameter text: a bare string expression would
     # not become the docstring
@@ -310,25 +311,6 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
         "class_weight": [dict, StrOptions({"balanced"}), None],
     }
 
-    def __init__(self, *, sampler="auto", subsampling="auto", metric="auto",
-                 metropolis="auto", step_size="auto", batch_size="auto", n_samples="auto",
-                 n_warmup="auto", thin="auto", target_ess="auto", max_passes="auto",
-                 max_time=None, n_chains=4, n_jobs=None, random_state=None, alpha=1.0,
-                 fit_intercept=True, temperature=1.0, friction="auto", init="auto",
-                 ewsg_chain_length=1, ewsg_x="auto", access="random", snapshot_period="auto",
-                 pv_threshold="auto", pilot_steps=500, n_leapfrog="auto", inv_mass=1.0,
-                 warm_start=False, verbose=0, class_weight=None):
-        super().__init__(
-            sampler=sampler, subsampling=subsampling, metric=metric, metropolis=metropolis,
-            step_size=step_size, batch_size=batch_size, n_samples=n_samples,
-            n_warmup=n_warmup, thin=thin, target_ess=target_ess, max_passes=max_passes,
-            max_time=max_time, n_chains=n_chains, n_jobs=n_jobs, random_state=random_state,
-            alpha=alpha, fit_intercept=fit_intercept, temperature=temperature,
-            friction=friction, init=init, ewsg_chain_length=ewsg_chain_length, ewsg_x=ewsg_x,
-            access=access, snapshot_period=snapshot_period, pv_threshold=pv_threshold,
-            pilot_steps=pilot_steps, n_leapfrog=n_leapfrog, inv_mass=inv_mass,
-            warm_start=warm_start, verbose=verbose)
-        self.class_weight = class_weight
 
     def _target_weights(self, y):
         """Each row's ``class_weight`` (multiplies its ``sample_weight``)."""

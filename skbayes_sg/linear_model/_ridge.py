@@ -9,11 +9,12 @@ from sklearn.base import RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._base import BaseSGMCMC
+from .._base import BaseSGMCMC, estimator_parameters
 from .._sampling._glm import GAUSSIAN, GLM
 from ._logistic import _DOC_ATTRS, _DOC_PARAMS
 
 
+@estimator_parameters(noise_var="auto", alpha="auto")
 class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
     # assembled from shared parameter text: a bare string expression would
     # not become the docstring
@@ -74,25 +75,6 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
         "alpha": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
     }
 
-    def __init__(self, *, noise_var="auto", sampler="auto", subsampling="auto", metric="auto",
-                 metropolis="auto", step_size="auto", batch_size="auto", n_samples="auto",
-                 n_warmup="auto", thin="auto", target_ess="auto", max_passes="auto",
-                 max_time=None, n_chains=4, n_jobs=None, random_state=None, alpha="auto",
-                 fit_intercept=True, temperature=1.0, friction="auto", init="auto",
-                 ewsg_chain_length=1, ewsg_x="auto", access="random", snapshot_period="auto",
-                 pv_threshold="auto", pilot_steps=500, n_leapfrog="auto", inv_mass=1.0,
-                 warm_start=False, verbose=0):
-        super().__init__(
-            sampler=sampler, subsampling=subsampling, metric=metric, metropolis=metropolis,
-            step_size=step_size, batch_size=batch_size, n_samples=n_samples,
-            n_warmup=n_warmup, thin=thin, target_ess=target_ess, max_passes=max_passes,
-            max_time=max_time, n_chains=n_chains, n_jobs=n_jobs, random_state=random_state,
-            alpha=alpha, fit_intercept=fit_intercept, temperature=temperature,
-            friction=friction, init=init, ewsg_chain_length=ewsg_chain_length, ewsg_x=ewsg_x,
-            access=access, snapshot_period=snapshot_period, pv_threshold=pv_threshold,
-            pilot_steps=pilot_steps, n_leapfrog=n_leapfrog, inv_mass=inv_mass,
-            warm_start=warm_start, verbose=verbose)
-        self.noise_var = noise_var
 
     def _encode_targets(self, y):
         y = np.asarray(y, dtype=np.float64)
