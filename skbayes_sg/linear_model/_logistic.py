@@ -459,9 +459,9 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
                 f"{self.classes_.tolist()}; pass the labels of the rows of X.")
         return index.astype(np.float64)
 
-    def _likelihood_model(self):
-        """(GLM, log normaliser): the Bernoulli / categorical loss is normalised."""
-        return self._make_glm(None, None), 0.0
+    def _model_spec(self):
+        """The fitted model: logistic for two classes, softmax for more."""
+        return self._make_glm(None, None)
 
     def _predictive_draws(self, X, rng):
         """One label per row and draw from ``p(y | x, theta_s)``: (n_samples, n_draws)."""
