@@ -64,6 +64,9 @@ class ModelSpec:
     task = "regression"
     #: y holds K values per datum (multi-output Gaussian) rather than one
     multi_target = False
+    #: a location-scale family: y may be standardised before the fit (the
+    #: command line's --standardize) and the metrics mapped back
+    standardize_target = False
 
     def loss(self, glm, Z, y):
         """Per-datum potentials ``U_i`` (negative log-likelihood, constants
@@ -91,6 +94,10 @@ class ModelSpec:
     def validate_targets(self, y, name="y"):
         """Encoded targets as float64, or a ValueError naming ``name``."""
         return _finite(y, name)
+
+    def settings(self, glm):
+        """The fitted settings of the model (saved with the draws), a dict."""
+        return {}
 
     def __repr__(self):
         return f"<model {self.name!r}>"
@@ -131,6 +138,7 @@ class GaussianSpec(ModelSpec):
 
     kind, name = GAUSSIAN, "gaussian"
     multi_target = True
+    standardize_target = True
 
     def loss(self, glm, Z, y):
         return ((y.reshape(len(Z), -1) - Z) ** 2).sum(axis=1) / (2 * glm.noise_var)
@@ -143,6 +151,9 @@ class GaussianSpec(ModelSpec):
 
     def curvature_bound(self, glm):
         return 1.0 / glm.noise_var
+
+    def settings(self, glm):
+        return {"noise_var": float(glm.noise_var)}
 
     def log_predictive(self, glm, Z, y):
         # the loss drops log(2 pi sigma^2) / 2 per output
@@ -293,7 +304,12 @@ class GLM:
         return self.spec.log_predictive(self, Z, y)
 
     def validate_targets(self, y, name="y"):
+        """The targets as the loss reads them (float64), or a ValueError naming ``name``."""
         return self.spec.validate_targets(y, name)
+
+    def settings(self):
+        """The model's fitted settings (``noise_var`` for Gaussian), a dict."""
+        return self.spec.settings(self)
 
     def lipschitz(self, X, fit_intercept, sample_weight=None):
         """Per-datum Lipschitz constants ``L_i`` of ``grad (w_i U_i)``:

@@ -316,6 +316,10 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
     (2, 2)
     """
 
+    #: the model registry entry (``_sampling._glm.MODELS``; softmax for more
+    #: than two classes)
+    _registry_model = "logistic"
+
     _parameter_constraints = {
         **BaseSGMCMC._parameter_constraints,
         "alpha": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],

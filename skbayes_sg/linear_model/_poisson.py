@@ -56,6 +56,9 @@ class SGMCMCPoissonRegressor(RegressorMixin, BaseSGMCMC):
     (2,)
     """
 
+    #: the model registry entry (``_sampling._glm.MODELS``)
+    _registry_model = "poisson"
+
     def _encode_targets(self, y):
         y = model_spec(POISSON).validate_targets(y)
         if y.size and not np.sum(y) > 0:

@@ -67,6 +67,9 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
     >>> mean, std = reg.predict(X[:2], return_std=True)
     """
 
+    #: the model registry entry (``_sampling._glm.MODELS``)
+    _registry_model = "gaussian"
+
     _parameter_constraints = {
         **BaseSGMCMC._parameter_constraints,
         "noise_var": [Interval(numbers.Real, 0, None, closed="neither"),
