@@ -317,6 +317,6 @@ def test_posterior_adaptive_pv_threshold(counts):
     """The adaptive-size estimator with a numeric pseudo-variance bound,
     whose Lipschitz constants are the local-curvature ones."""
     est = SGMCMCPoissonRegressor(subsampling="adaptive-cv", metric="identity",
-                                 pv_threshold=50.0, random_state=5, target_ess=2000)
+                                 pv_threshold=1500.0, random_state=5, target_ess=2000)
     est.fit(counts["X"], counts["y"])
     _assert_matches(est, counts, IDENTITY_SD_ALLOW, "adaptive-cv/identity")
