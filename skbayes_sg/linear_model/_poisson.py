@@ -26,11 +26,11 @@ class SGMCMCPoissonRegressor(RegressorMixin, BaseSGMCMC):
 
     The curvature ``exp(z)`` of a Poisson datum has no global bound, so
     where the automatic settings of the identity metric need one they take
-    the curvature at the posterior mode, doubled (user guide, "Formula
-    sheet"); the default whitened metric is built from the Hessian at the
-    mode as for the other models.  ``y`` need not be integer (as in
-    scikit-learn, a rate times an exposure may be fitted), but must be
-    nonnegative with a positive sum.
+    the curvature at the posterior mode, doubled (the formula sheet,
+    "Algorithms: the formulas", Models); the default whitened metric is
+    built from the Hessian at the mode as for the other models.  ``y``
+    need not be integer (as in scikit-learn, a rate times an exposure may
+    be fitted), but must be nonnegative with a positive sum.
 
     Parameters
     ----------""" + _DOC_PARAMS + """
