@@ -198,6 +198,12 @@ class BaseSGMCMC(BaseEstimator):
     def _encode_targets(self, y):
         """Validate and encode ``y`` as float64 (sets ``classes_`` etc.)."""
 
+    @abstractmethod
+    def _model_spec(self):
+        """The fitted model (a ``_glm.GLM``, a registry entry with its
+        settings): what the diagnostics, the export and the command line
+        read, so that none of them needs to know the estimator classes."""
+
     def _validate_X_y(self, X, y, reset):
         return validate_data(
             self, X, y, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32],
@@ -1032,16 +1038,17 @@ class BaseSGMCMC(BaseEstimator):
 
     def _log_likelihood_draws(self, X, y):
         """``log p(y_i | x_i, theta_s)``, shape (n_samples, n_draws): the
-        model's own per-datum potential (``GLM.loss``, the one the sampler's
-        set-up uses) and its normaliser; for the ArviZ export."""
+        fitted model's log predictive density from the registry
+        (``GLM.log_predictive``: the potential the sampler uses plus every
+        constant); for the ArviZ export."""
         X = self._validate_X_predict(X)
         target = self._likelihood_target(np.asarray(y).ravel(), X.shape[0])
-        glm, log_normaliser = self._likelihood_model()
+        glm = self._model_spec()
         out = np.empty((X.shape[0], self._n_draws()))
         for rows, Z in self._linear_predictor_draws(X):
             r, S, K = Z.shape
-            loss = glm.loss(Z.reshape(r * S, K), np.repeat(target[rows], S))
-            out[rows] = -loss.reshape(r, S) - log_normaliser
+            logp = glm.log_predictive(Z.reshape(r * S, K), np.repeat(target[rows], S))
+            out[rows] = logp.reshape(r, S)
         return out
 
     def _n_draws(self):

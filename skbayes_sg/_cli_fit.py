@@ -16,7 +16,7 @@ the command prints
   convergence);
 - held-out metrics: accuracy and log-loss of the posterior predictive
   (logistic, mlp), or RMSE of the posterior mean and mean log predictive
-  density (ridge);
+  density (ridge, poisson);
 
 and saves the draws with their metadata (``--out``): a path ending in ``.nc``
 gets ``est.to_inference_data(X_train, y_train)`` as netCDF (ArviZ, with the
@@ -37,8 +37,12 @@ pickling):
 ``metadata``
     a JSON string: the command's settings, ``step_size_``,
     ``n_grad_evals_``, ``sampling_time_``, the held-out metrics, the target
-    scaling of ridge (``y_mean``, ``y_scale``), ``noise_var_`` and the
-    skbayes_sg version.
+    scaling of ridge (``y_mean``, ``y_scale``), the model's fitted settings
+    (ridge: ``noise_var``) and the skbayes_sg version.
+
+What differs between the linear models (a numeric target, whether it may
+be standardised, the fitted settings saved) is read from the model registry
+(:mod:`._sampling._glm`), through each estimator's ``_registry_model``.
 
 ``--model mlp`` writes ``.npz`` only, with ``coef_samples`` (flat parameter
 vectors), ``layer_sizes``, ``ess_bulk``, ``r_hat`` (per parameter) and
@@ -73,6 +77,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
+from sklearn.base import is_classifier
 from sklearn.metrics import accuracy_score, log_loss
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
@@ -80,19 +85,22 @@ from sklearn.utils._param_validation import InvalidParameterError, Interval, Str
 from sklearn.utils.sparsefuncs import mean_variance_axis, min_max_axis
 
 from . import __version__
+from ._sampling._glm import model_spec
 from ._sampling._registry import SAMPLERS, SUBSAMPLINGS
 from .diagnostics._convergence import (
     MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, MCMCConvergenceWarning, SummaryTable,
     bulk_ess_and_rhat, check_convergence, ess, rhat, summary)
-from .linear_model import SGMCMCLogisticRegression, SGMCMCRidge
+from .linear_model import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge
 from .neural_network import SGMCMCMLPClassifier
 
 __all__ = ["add_arguments", "run", "fit_file", "load_csv", "load_libsvm", "DataError",
            "MissingDependencyError", "generated_flags", "estimator_params"]
 
 MODELS = {"logistic": SGMCMCLogisticRegression, "mlp": SGMCMCMLPClassifier,
-          "ridge": SGMCMCRidge}
-CLASSIFIERS = ("logistic", "mlp")
+          "poisson": SGMCMCPoissonRegressor, "ridge": SGMCMCRidge}
+CLASSIFIERS = tuple(name for name, cls in MODELS.items() if is_classifier(cls()))
+#: the models of the model registry (the network is not a GLM)
+LINEAR = tuple(name for name, cls in MODELS.items() if hasattr(cls, "_registry_model"))
 MAX_SUMMARY_ROWS = 40   # printed rows of the summary (all of them go to --out)
 WRAP = 88               # width of the wrapped convergence warnings
 # --model mlp: training rows whose log-likelihood per draw is the convergence trace
@@ -161,7 +169,8 @@ def add_arguments(parser):
                         help="DATA is in the libsvm/svmlight format (sparse)")
     parser.add_argument("--model", choices=sorted(MODELS), required=True,
                         help="logistic: SGMCMCLogisticRegression (binary or multinomial); "
-                             "ridge: SGMCMCRidge; mlp: SGMCMCMLPClassifier (Bayesian neural "
+                             "ridge: SGMCMCRidge; poisson: SGMCMCPoissonRegressor (counts, "
+                             "log link); mlp: SGMCMCMLPClassifier (Bayesian neural "
                              "network, needs torch)")
     parser.add_argument("--sampler", choices=["auto", *SAMPLERS], default="auto",
                         metavar="NAME",
@@ -181,7 +190,8 @@ def add_arguments(parser):
     parser.add_argument("--standardize", action="store_true",
                         help="standardise the features on the training rows (sparse data: "
                              "scaled, not centred); ridge also standardises the target and "
-                             "reports metrics in its original units")
+                             "reports metrics in its original units (poisson counts are "
+                             "left as they are)")
     parser.add_argument("--n-samples", type=_auto_or(int), default="auto", dest="n_samples",
                         help="draws kept per chain, or 'auto' (default): until the effective "
                              "sample size reaches its target (--model mlp: its default, 100)")
@@ -202,8 +212,9 @@ def add_arguments(parser):
     parser.add_argument("--batch-size", type=_auto_or(int), default="auto", dest="batch_size",
                         help="minibatch size, or 'auto' (default)")
     parser.add_argument("--alpha", type=_auto_or(float), default=None,
-                        help="prior precision of every coefficient, or 'auto' (ridge only: "
-                             "set by the evidence) (default: 1.0 for logistic, auto for ridge)")
+                        help="prior precision of every coefficient, or 'auto' (ridge, "
+                             "logistic: set by the evidence) (default: 1.0 for logistic and "
+                             "poisson, auto for ridge)")
     parser.add_argument("--seed", type=int, default=0,
                         help="random_state of the split and of the sampler (default: 0)")
     parser.add_argument("--n-jobs", type=int, default=None, dest="n_jobs",
@@ -485,8 +496,9 @@ def _mlp_hand_written(args):
     for name, (flag, unset) in NOT_MLP.items():
         if getattr(args, name) != unset:
             raise DataError(
-                f"{flag} does not apply to --model mlp: it is a parameter of --model "
-                "logistic and --model ridge (SGMCMCLogisticRegression, SGMCMCRidge) only.")
+                f"{flag} does not apply to --model mlp: it is a parameter of "
+                f"{', '.join('--model ' + m for m in LINEAR)} "
+                f"({', '.join(MODELS[m].__name__ for m in LINEAR)}) only.")
     params = dict(n_chains=args.n_chains, step_size=args.step_size,
                   batch_size=args.batch_size, random_state=args.seed,
                   verbose=int(args.verbose))
@@ -665,7 +677,7 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         CSV target column.
     libsvm : bool, default=False
         Read ``data`` as libsvm.
-    model : {"logistic", "ridge"}, default="logistic"
+    model : {"logistic", "ridge", "poisson", "mlp"}, default="logistic"
     out : str, path-like or None, default=None
         Where to save the draws (None: not saved): a path ending in ``.nc``
         gets the ArviZ ``InferenceData`` of the fit as netCDF (needs ArviZ
@@ -673,8 +685,8 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
     test_size : float, default=0.2
         Held-out fraction in [0, 1); 0 keeps every row for training.
     standardize : bool, default=False
-        Standardise the features (and, for ridge, the target) on the
-        training rows.
+        Standardise the features (and, for ridge, the target: a model whose
+        registry entry has ``standardize_target``) on the training rows.
     estimator_params : dict or None, default=None
         Keyword arguments of the estimator.
     seed : int, default=0
@@ -697,6 +709,7 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
     if model not in MODELS:
         raise DataError(f"model={model!r} is not one of {sorted(MODELS)}.")
     network = model == "mlp"
+    spec = _registry_entry(model)
     if network:
         if out is not None and _is_netcdf(out):
             raise DataError(
@@ -716,9 +729,15 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         if target is None:
             raise DataError("a CSV file needs --target COL (or pass --libsvm).")
         X, y, names = load_csv(data, target)
-    if model == "ridge" and y.dtype.kind not in "fiu":
-        raise DataError(f"--model ridge needs a numeric target; {target!r} has labels such "
-                        f"as {y[0]!r}.")
+    regression = spec is not None and spec.task == "regression"
+    if regression:
+        if y.dtype.kind not in "fiu":
+            raise DataError(f"--model {model} needs a numeric target; {target!r} has labels "
+                            f"such as {y[0]!r}.")
+        try:      # the model's own target check (Poisson: counts >= 0), before the fit
+            y = spec.validate_targets(y, name=f"the target {target or '(libsvm labels)'}")
+        except ValueError as exc:
+            raise DataError(f"--model {model}: {exc}") from None
     n, d = X.shape
     kind = "CSR" if sp.issparse(X) else "dense"
     if network and sp.issparse(X):
@@ -757,10 +776,10 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         x_scale = scaler.scale_
     y_mean, y_scale = 0.0, 1.0
     t_tr, t_te = y_tr, y_te
-    if model == "ridge":
+    if regression:
         y_tr = y_tr.astype(np.float64)
         t_tr = y_tr
-        if standardize:
+        if standardize and spec.standardize_target:
             y_mean, y_scale = float(y_tr.mean()), float(y_tr.std()) or 1.0
             t_tr = (y_tr - y_mean) / y_scale
         if y_te is not None:
@@ -797,7 +816,7 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         table = None
         converged, diagnostics = _report_network(est, X_tr, y_tr, seconds, standardize, say)
     else:
-        table, converged = _report_linear(est, names, model, standardize, seconds, say)
+        table, converged = _report_linear(est, names, spec, standardize, seconds, say)
         diagnostics = None
 
     metrics = {}
@@ -812,12 +831,13 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
                 f"{metrics['log_loss']:.4f} (posterior predictive, {len(y_te):,} rows)")
         else:
             mean = est.predict(X_te)
-            lpd = _ridge_log_predictive(est, X_te, t_te) - np.log(y_scale)
+            lpd = _log_predictive_density(est, X_te, t_te) - np.log(y_scale)
             metrics = dict(rmse=float(y_scale * np.sqrt(np.mean((mean - t_te) ** 2))),
                            mean_log_predictive_density=float(lpd.mean()))
             say(f"Held-out: RMSE {metrics['rmse']:.4g}, mean log predictive density "
                 f"{metrics['mean_log_predictive_density']:.4f} ({len(y_te):,} rows"
-                + (", original target units)" if standardize else ")"))
+                + (", original target units)" if standardize and spec.standardize_target
+                   else ")"))
 
     if out is not None:
         meta = dict(
@@ -830,10 +850,10 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
             sampling_time=getattr(est, "sampling_time_", None), fit_time=seconds,
             converged=bool(converged), metrics=metrics, y_mean=y_mean, y_scale=y_scale)
         meta["alpha"] = float(est.alpha if network else est.alpha_)
-        if model == "ridge":
-            meta["noise_var"] = float(est.noise_var_)
+        if spec is not None:
+            meta.update(est._model_spec().settings())
         if engine is not None:
-            _save_netcdf(out, engine, est, X_tr, y_tr if model == "logistic" else t_tr,
+            _save_netcdf(out, engine, est, X_tr, t_tr if regression else y_tr,
                          names, x_mean, x_scale, meta)
             say(f"Saved the draws, log likelihood and metadata to {out} (ArviZ "
                 "InferenceData, netCDF)")
@@ -862,7 +882,7 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
     return result
 
 
-def _report_linear(est, names, model, standardize, seconds, say):
+def _report_linear(est, names, spec, standardize, seconds, say):
     """The linear models' report: the settings used, the posterior summary
     table and the convergence check; returns ``(table, converged)``."""
     say(f"sampler {est.sampler_!r}, subsampling {est.subsampling_!r}, {est.metric_} metric"
@@ -876,7 +896,7 @@ def _report_linear(est, names, model, standardize, seconds, say):
     table = summary(est, names=names)
     say()
     say("Posterior summary" + (" (standardised features)" if standardize else "")
-        + (" (standardised target)" if model == "ridge" and standardize else ""))
+        + (" (standardised target)" if spec.standardize_target and standardize else ""))
     say(_format_table(table))
     say()
     with warnings.catch_warnings(record=True) as caught:
@@ -1129,20 +1149,22 @@ def _format_table(table):
     return text
 
 
-def _ridge_log_predictive(est, X, t):
-    """log p(t_i | x_i) under the posterior predictive: a mixture over the
-    draws of N(x^T w_s + b_s, noise_var_), by blocks of rows."""
-    W = est.coef_samples_.reshape(-1, est.coef_samples_.shape[-1])
-    b = est.intercept_samples_.reshape(-1)
-    s2 = float(est.noise_var_)
-    S = W.shape[0]
-    out = np.empty(X.shape[0])
+def _registry_entry(model):
+    """The model registry entry of a linear ``--model`` (None for the network)."""
+    name = getattr(MODELS[model], "_registry_model", None)
+    return None if name is None else model_spec(name)
+
+
+def _log_predictive_density(est, X, t):
+    """log p(t_i | x_i) under the posterior predictive: the log of the mean
+    over the draws of the model's density (the registry's log predictive,
+    ``est._log_likelihood_draws``), by blocks of rows."""
+    S = int(np.prod(np.shape(est.intercept_samples_)[:2]))
     rows = max(1, 2 ** 22 // S)
+    out = np.empty(X.shape[0])
     for start in range(0, X.shape[0], rows):
-        Z = np.asarray(X[start:start + rows] @ W.T) + b           # (rows, S)
-        r = t[start:start + rows, None] - Z
-        logpdf = -0.5 * (r * r / s2 + np.log(2 * np.pi * s2))
-        out[start:start + rows] = logsumexp(logpdf, axis=1) - np.log(S)
+        logp = est._log_likelihood_draws(X[start:start + rows], t[start:start + rows])
+        out[start:start + rows] = logsumexp(logp, axis=1) - np.log(S)
     return out
 
 

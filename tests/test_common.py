@@ -1,7 +1,7 @@
 """scikit-learn's estimator checks on every public estimator."""
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
+from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge
 
 # Small chains keep the ~50 checks per estimator fast; every check must pass
 # but the two below, whose reason is written out.
@@ -17,8 +17,9 @@ _SAME_LAW_NOT_SAME_DRAWS = (
 
 
 def _expected_failures(estimator):
-    # the logistic fits at these settings take exact gradients (Metropolis-
-    # adjusted HMC): the two runs then agree to rounding and the check passes
+    # the logistic and Poisson fits at these settings take exact gradients
+    # (Metropolis-adjusted HMC): the two runs then agree to rounding and the
+    # check passes
     if not isinstance(estimator, SGMCMCRidge):
         return {}
     return {check: _SAME_LAW_NOT_SAME_DRAWS for check in (
@@ -29,6 +30,7 @@ def _expected_failures(estimator):
 @parametrize_with_checks([
     SGMCMCLogisticRegression(**_SMALL),
     SGMCMCRidge(**_SMALL),
+    SGMCMCPoissonRegressor(**_SMALL),
 ], expected_failed_checks=_expected_failures)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)

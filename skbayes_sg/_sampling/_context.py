@@ -1,7 +1,8 @@
 """Everything computed once per ``fit`` before the chains start.
 
 A :class:`FitContext` holds the validated data, the GLM, the prior and the
-fit-level quantities several pieces need (curvature bound L, the mode,
+fit-level quantities several pieces need (curvature bound L, or the local
+curvature at the mode for a model without one, the mode,
 per-datum gradient moments).  Expensive pieces are computed lazily and
 cached, so an estimator that needs the mode pays for it once, and one that
 does not never does.
@@ -13,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import cho_factor, cho_solve, solve_triangular
 
-from ._glm import GLM, linear_predictor, potential_and_grad
+from ._glm import LOCAL_CURVATURE_SAFETY, GLM, linear_predictor, potential_and_grad
 
 ROW_CHUNK = 8192
 # above this many parameters the Laplace covariance is approximated by its diagonal
@@ -306,11 +307,43 @@ class FitContext:
         return out.ravel() + self.alpha * v
 
     def curvature_bound(self):
-        """L >= lambda_max(grad^2 U) for every theta: alpha + c lambda_max(X_ext^T X_ext)."""
+        """L >= lambda_max(grad^2 U) for every theta: alpha + c lambda_max(X_ext^T W X_ext).
+
+        A model without a global bound c (Poisson: exp(z) grows without
+        limit) gets the local rule instead: the curvature at the mode with
+        every per-datum curvature times ``LOCAL_CURVATURE_SAFETY``
+        (:meth:`local_curvature_weights`), the curvature the chains meet in
+        the posterior's neighbourhood with a margin.
+        """
         if "L" not in self._cache:
-            self._cache["L"] = (self.alpha + self.glm.curvature_bound()
-                                * self.gram_norm(row_weight=self.sample_weight))
+            self._cache["L"] = self.alpha + self._data_curvature(None)
         return self._cache["L"]
+
+    def _data_curvature(self, col_scale):
+        """lambda_max of the data term's curvature bound in the metric
+        diag(col_scale): the global bound, or the local rule at the mode."""
+        c = self.glm.curvature_bound()
+        if c is not None:
+            return c * self.gram_norm(col_scale, self.sample_weight)
+        return self.gram_norm(col_scale, self.local_curvature_weights())
+
+    def local_curvature_weights(self):
+        """``LOCAL_CURVATURE_SAFETY h_i(mode)``: the per-datum curvatures (of
+        the weighted data) at the mode with the safety factor, the stand-in
+        for a global bound where the model has none (cached; finds the mode)."""
+        if "local_curvature" not in self._cache:
+            self._cache["local_curvature"] = (
+                LOCAL_CURVATURE_SAFETY * self.hessian_row_weights(self.mode()))
+        return self._cache["local_curvature"]
+
+    def lipschitz(self):
+        """Per-datum Lipschitz constants ``L_i`` of ``grad (w_i U_i)``, shape
+        (n,): ``c w_i ||(x_i, 1)||^2`` with the model's global bound c, or
+        with ``LOCAL_CURVATURE_SAFETY`` times the datum's curvature at the
+        mode where there is none (Poisson)."""
+        if self.glm.curvature_bound() is not None:
+            return self.glm.lipschitz(self.X, self.fit_intercept, self.sample_weight)
+        return self.local_curvature_weights() * self.row_norms_sq()
 
     def curvature(self, theta=None, col_scale=None):
         """lambda_max of ``grad^2 U`` at theta, in the metric diag(col_scale):
@@ -320,16 +353,18 @@ class FitContext:
         bound (``curvature_bound``).  The chains start at theta and stay in
         its posterior neighbourhood, where this is the curvature they meet;
         the global bound can overstate it several times (logistic: 1/4 vs
-        s(1 - s) at the mode).
+        s(1 - s) at the mode).  A model without a global bound (Poisson),
+        whose curvature can grow fast away from theta, takes the h_i times
+        ``LOCAL_CURVATURE_SAFETY``.
         """
+        scale_max = 1.0 if col_scale is None else np.max(col_scale) ** 2
         if theta is None:
             if col_scale is None:
                 return self.curvature_bound()
-            return (self.alpha * np.max(col_scale) ** 2
-                    + self.glm.curvature_bound() * self.gram_norm(col_scale,
-                                                                  self.sample_weight))
+            return self.alpha * scale_max + self._data_curvature(col_scale)
         hw = self.hessian_row_weights(theta)
-        scale_max = 1.0 if col_scale is None else np.max(col_scale) ** 2
+        if self.glm.curvature_bound() is None:
+            hw = LOCAL_CURVATURE_SAFETY * hw
         return self.alpha * scale_max + self.gram_norm(col_scale, hw)
 
     def hessian_row_weights(self, theta, full=False):

@@ -13,11 +13,17 @@ from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_interval, random_standard_uniform
 from libc.math cimport ceil
 
-from ._models cimport LOGISTIC, GAUSSIAN, SOFTMAX
+from ._glm import MODEL_KINDS, model_spec
+from ._models import C_MODEL_KINDS
 
 cnp.import_array()
 
-MODEL_KINDS = {"logistic": LOGISTIC, "gaussian": GAUSSIAN, "softmax": SOFTMAX}
+# the registry's kinds are the compiled kernel's enum: a model added to one
+# and not the other would sample the wrong likelihood
+if MODEL_KINDS != C_MODEL_KINDS:
+    raise ImportError("the model registry (_glm.MODEL_KINDS = %r) disagrees with the "
+                      "compiled ModelKind enum (%r): rebuild the extension modules"
+                      % (MODEL_KINDS, C_MODEL_KINDS))
 
 
 cdef class Problem:
@@ -29,8 +35,10 @@ cdef class Problem:
         The rows (dense or CSR, float32/float64).
     y : ndarray of shape (n_rows,) or (n_rows, K), float64
         Targets: 0/1 (logistic), class index (softmax), real (Gaussian;
-        shape (n_rows, K) for K > 1 outputs).
-    model : {"logistic", "gaussian", "softmax"}
+        shape (n_rows, K) for K > 1 outputs), counts (Poisson).
+    model : str
+        A name of the model registry (``_glm.MODELS``): "logistic",
+        "gaussian", "softmax" or "poisson".
     n_outputs : int
         K (number of classes for softmax, else 1).
     noise_var : float
@@ -47,7 +55,7 @@ cdef class Problem:
         if model not in MODEL_KINDS:
             raise ValueError("unknown model %r" % model)
         y_arr = np.asarray(y)
-        stride = n_outputs if (model == "gaussian" and n_outputs > 1) else 1
+        stride = n_outputs if (model_spec(model).multi_target and n_outputs > 1) else 1
         n_rows = int(data.store.n_rows)
         if stride == 1:
             expected = (n_rows,)

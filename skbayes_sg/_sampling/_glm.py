@@ -1,34 +1,268 @@
-"""Vectorised numpy descriptions of the GLMs the engine samples.
+"""The model registry: numpy descriptions of the GLMs the engine samples.
 
-These are used once per fit (mode finding, step-size selection, Laplace
-pieces, per-datum Lipschitz constants) and by tests as the independent
-reference of the inline Cython residuals.  Notation follows the formula
-sheet, doc/algorithms.rst:
+Every model the engine knows is one :class:`ModelSpec` in :data:`MODELS`:
+its C kind (the ``ModelKind`` enum of ``_models.pxd``, whose inline
+residual and loss the chains call), its name, the numpy per-datum loss,
+residual and Hessian weights (used once per fit: mode finding, step-size
+selection, Laplace pieces, per-datum Lipschitz constants; and by tests as
+the independent reference of the Cython kernels), its global curvature
+bound (None where there is none), the validation of its targets and the
+per-datum log predictive density (the ArviZ export).  The engine
+(``_estimators.Problem``), the fit set-up (``_context``), the kernel Stein
+discrepancy, the command line and the export read the model from here;
+adding a model is one entry here, its branch in ``_models.pxd`` and its
+estimator class.
+
+Notation follows the formula sheet, doc/algorithms.rst:
 ``U(theta) = alpha/2 ||theta||^2 + sum_i U_i(theta)``, ``U_i = phi(z_i, y_i)``.
 """
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit, log_expit, logsumexp, softmax
+from scipy.special import expit, gammaln, log_expit, logsumexp, softmax
 
-LOGISTIC, GAUSSIAN, SOFTMAX = 0, 1, 2
-MODEL_NAMES = {LOGISTIC: "logistic", GAUSSIAN: "gaussian", SOFTMAX: "softmax"}
+# must equal the ModelKind enum of _models.pxd (checked when _estimators loads)
+LOGISTIC, GAUSSIAN, SOFTMAX, POISSON = 0, 1, 2, 3
+
+#: Poisson: beyond this linear predictor the rate exp(z) continues linearly
+#: (value and slope of exp at the point), in numpy as in the Cython kernel,
+#: so that the potential stays finite and convex where exp would overflow
+#: (a rate of e^700: no posterior the data support comes near)
+POISSON_Z_MAX = 700.0
+
+#: Models without a global curvature bound (Poisson) take the curvature at
+#: the mode times this factor wherever the set-up needs a bound (automatic
+#: steps in the identity metric, the adaptive estimator's Lipschitz
+#: constants): the step rule's 5% variance budget then holds where the
+#: per-datum curvatures are up to twice those at the mode (Poisson: every
+#: linear predictor up to log 2 above its value at the mode), and the steps
+#: stay stable where they are up to 40 times larger.
+LOCAL_CURVATURE_SAFETY = 2.0
+
+
+def _finite(y, name):
+    y = np.asarray(y, dtype=np.float64)
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"{name} contains NaN or inf; remove or impute those targets.")
+    return y
+
+
+class ModelSpec:
+    """One model of the registry: ``U_i(theta) = phi(z_i, y_i)`` with
+    ``z_i = Theta (x_i, 1)`` (K outputs).
+
+    Subclasses set ``kind`` (the C enum value), ``name`` and ``task``, and
+    implement the per-datum pieces; ``glm`` carries the instance settings
+    (``n_outputs``, ``noise_var``).  Every piece is vectorised over rows:
+    ``Z`` has shape (n, K).
+    """
+
+    kind = None
+    name = None
+    #: "classification" (targets are class labels) or "regression"
+    task = "regression"
+    #: y holds K values per datum (multi-output Gaussian) rather than one
+    multi_target = False
+    #: a location-scale family: y may be standardised before the fit (the
+    #: command line's --standardize) and the metrics mapped back
+    standardize_target = False
+
+    def loss(self, glm, Z, y):
+        """Per-datum potentials ``U_i`` (negative log-likelihood, constants
+        that do not depend on theta may be dropped), shape (n,)."""
+        raise NotImplementedError
+
+    def residual(self, glm, Z, y):
+        """``phi'(z_i, y_i)``, shape (n, K): ``grad U_i = residual_i (x) (x_i, 1)``."""
+        raise NotImplementedError
+
+    def hessian_weights(self, glm, Z, y):
+        """``d^2 phi / dz^2``: shape (n,) when it is the same for every output,
+        (n, K, K) otherwise; ``grad^2 U_i = H_i (x) x_i x_i^T``."""
+        raise NotImplementedError
+
+    def curvature_bound(self, glm):
+        """c with ``d^2 phi / dz^2 <= c I`` for every z and y, or None when
+        there is none (the set-up then uses the curvature at the mode)."""
+        return None
+
+    def log_predictive(self, glm, Z, y):
+        """``log p(y_i | z_i)``, the full normalised log density (mass), shape (n,)."""
+        raise NotImplementedError
+
+    def validate_targets(self, y, name="y"):
+        """Encoded targets as float64, or a ValueError naming ``name``."""
+        return _finite(y, name)
+
+    def settings(self, glm):
+        """The fitted settings of the model (saved with the draws), a dict."""
+        return {}
+
+    def __repr__(self):
+        return f"<model {self.name!r}>"
+
+
+class LogisticSpec(ModelSpec):
+    """Bernoulli with the logit link: y in {0, 1}, K = 1."""
+
+    kind, name, task = LOGISTIC, "logistic", "classification"
+
+    def loss(self, glm, Z, y):
+        z = Z[:, 0]
+        return -(y * log_expit(z) + (1 - y) * log_expit(-z))
+
+    def residual(self, glm, Z, y):
+        return (expit(Z[:, 0]) - y)[:, None]
+
+    def hessian_weights(self, glm, Z, y):
+        s = expit(Z[:, 0])
+        return s * (1 - s)
+
+    def curvature_bound(self, glm):
+        return 0.25
+
+    def log_predictive(self, glm, Z, y):
+        return -self.loss(glm, Z, y)
+
+    def validate_targets(self, y, name="y"):
+        y = _finite(y, name)
+        if not np.all((y == 0) | (y == 1)):
+            raise ValueError(f"{name} must hold class indices 0 or 1 for the logistic model.")
+        return y
+
+
+class GaussianSpec(ModelSpec):
+    """Gaussian with the identity link and variance ``noise_var``; y of shape
+    (n, K) for K outputs."""
+
+    kind, name = GAUSSIAN, "gaussian"
+    multi_target = True
+    standardize_target = True
+
+    def loss(self, glm, Z, y):
+        return ((y.reshape(len(Z), -1) - Z) ** 2).sum(axis=1) / (2 * glm.noise_var)
+
+    def residual(self, glm, Z, y):
+        return (Z - y.reshape(len(Z), -1)) / glm.noise_var
+
+    def hessian_weights(self, glm, Z, y):
+        return np.full(Z.shape[0], 1.0 / glm.noise_var)
+
+    def curvature_bound(self, glm):
+        return 1.0 / glm.noise_var
+
+    def settings(self, glm):
+        return {"noise_var": float(glm.noise_var)}
+
+    def log_predictive(self, glm, Z, y):
+        # the loss drops log(2 pi sigma^2) / 2 per output
+        return -self.loss(glm, Z, y) - 0.5 * Z.shape[1] * np.log(2.0 * np.pi * glm.noise_var)
+
+
+class SoftmaxSpec(ModelSpec):
+    """Categorical with the softmax link: y in 0..K-1, K outputs."""
+
+    kind, name, task = SOFTMAX, "softmax", "classification"
+
+    def loss(self, glm, Z, y):
+        yi = y.astype(np.intp)
+        return logsumexp(Z, axis=1) - Z[np.arange(len(yi)), yi]
+
+    def residual(self, glm, Z, y):
+        R = softmax(Z, axis=1)
+        R[np.arange(len(y)), y.astype(np.intp)] -= 1.0
+        return R
+
+    def hessian_weights(self, glm, Z, y):
+        P = softmax(Z, axis=1)
+        return np.einsum("nk,kl->nkl", P, np.eye(Z.shape[1])) - P[:, :, None] * P[:, None, :]
+
+    def curvature_bound(self, glm):
+        return 0.5  # diag(p) - p p^T has spectral norm <= 1/2
+
+    def log_predictive(self, glm, Z, y):
+        return -self.loss(glm, Z, y)
+
+    def validate_targets(self, y, name="y"):
+        y = _finite(y, name)
+        if not np.all((y >= 0) & (y == np.round(y))):
+            raise ValueError(f"{name} must hold class indices 0..K-1 for the softmax model.")
+        return y
+
+
+def _poisson_rate(z):
+    """``exp(z)``, continued linearly beyond ``POISSON_Z_MAX`` (C^1)."""
+    e_max = np.exp(POISSON_Z_MAX)
+    return np.where(z <= POISSON_Z_MAX, np.exp(np.minimum(z, POISSON_Z_MAX)),
+                    e_max * (1.0 + (z - POISSON_Z_MAX)))
+
+
+class PoissonSpec(ModelSpec):
+    """Poisson with the log link: counts y >= 0, rate ``exp(z)``, K = 1.
+
+    ``phi(z, y) = exp(z) - y z`` (``log y!`` dropped), residual
+    ``exp(z) - y``, curvature ``exp(z)``: unbounded, so no global bound.
+    """
+
+    kind, name = POISSON, "poisson"
+
+    def loss(self, glm, Z, y):
+        z = Z[:, 0]
+        return _poisson_rate(z) - y * z
+
+    def residual(self, glm, Z, y):
+        z = Z[:, 0]
+        slope = np.exp(np.minimum(z, POISSON_Z_MAX))   # the continuation's slope is e^max
+        return (slope - y)[:, None]
+
+    def hessian_weights(self, glm, Z, y):
+        z = Z[:, 0]
+        return np.where(z <= POISSON_Z_MAX, np.exp(np.minimum(z, POISSON_Z_MAX)), 0.0)
+
+    def log_predictive(self, glm, Z, y):
+        return -self.loss(glm, Z, y) - gammaln(y + 1.0)
+
+    def validate_targets(self, y, name="y"):
+        y = _finite(y, name)
+        if np.any(y < 0):
+            raise ValueError(
+                f"{name} must be nonnegative counts for the Poisson model; got "
+                f"{np.sum(y < 0)} negative value(s), the smallest {y.min():g}.")
+        return y
+
+
+#: the registry: model name -> spec
+MODELS = {spec.name: spec for spec in (LogisticSpec(), GaussianSpec(), SoftmaxSpec(),
+                                       PoissonSpec())}
+#: name -> C kind, and kind -> name
+MODEL_KINDS = {name: spec.kind for name, spec in MODELS.items()}
+MODEL_NAMES = {spec.kind: name for name, spec in MODELS.items()}
+_BY_KIND = {spec.kind: spec for spec in MODELS.values()}
+
+
+def model_spec(model):
+    """The registry entry of a model name or C kind (ValueError if unknown)."""
+    spec = MODELS.get(model) if isinstance(model, str) else _BY_KIND.get(model)
+    if spec is None:
+        raise ValueError(f"unknown model {model!r}; the registry has {sorted(MODELS)}.")
+    return spec
 
 
 @dataclass
 class GLM:
-    """A generalised linear model ``U_i(theta) = phi(theta @ (x_i, 1), y_i)``.
+    """A generalised linear model ``U_i(theta) = phi(theta @ (x_i, 1), y_i)``:
+    a registry entry with its instance settings.
 
     Parameters
     ----------
     kind : int
-        ``LOGISTIC`` (y in {0, 1}), ``GAUSSIAN`` (real y, variance
-        ``noise_var``; y of shape (n, K) for K outputs) or ``SOFTMAX``
-        (y in 0..K-1).
+        The C kind of a registry entry: ``LOGISTIC`` (y in {0, 1}),
+        ``GAUSSIAN`` (real y, variance ``noise_var``; y of shape (n, K) for
+        K outputs), ``SOFTMAX`` (y in 0..K-1) or ``POISSON`` (counts).
     n_outputs : int
-        K: 1 for logistic, the number of classes for softmax, the number of
-        targets per datum for Gaussian.
+        K: 1 for logistic and Poisson, the number of classes for softmax,
+        the number of targets per datum for Gaussian.
     noise_var : float
         Gaussian noise variance sigma^2 (ignored otherwise).
     """
@@ -38,54 +272,54 @@ class GLM:
     noise_var: float = 1.0
 
     @property
+    def spec(self):
+        """The registry entry (:class:`ModelSpec`)."""
+        return model_spec(self.kind)
+
+    @property
     def name(self):
         """The engine's name of the model (``Problem(..., model=name)``)."""
-        return MODEL_NAMES[self.kind]
+        return self.spec.name
 
-    # ---- per-datum pieces, vectorised over rows: Z has shape (n, K) ----
     def loss(self, Z, y):
         """Per-datum potentials ``U_i``, shape (n,)."""
-        if self.kind == LOGISTIC:
-            z = Z[:, 0]
-            return -(y * log_expit(z) + (1 - y) * log_expit(-z))
-        if self.kind == GAUSSIAN:
-            return ((y.reshape(len(Z), -1) - Z) ** 2).sum(axis=1) / (2 * self.noise_var)
-        yi = y.astype(np.intp)
-        return logsumexp(Z, axis=1) - Z[np.arange(len(yi)), yi]
+        return self.spec.loss(self, Z, y)
 
     def residual(self, Z, y):
         """``phi'(z_i, y_i)``, shape (n, K): grad U_i = residual_i (x) (x_i, 1)."""
-        if self.kind == LOGISTIC:
-            return (expit(Z[:, 0]) - y)[:, None]
-        if self.kind == GAUSSIAN:
-            return (Z - y.reshape(len(Z), -1)) / self.noise_var
-        R = softmax(Z, axis=1)
-        R[np.arange(len(y)), y.astype(np.intp)] -= 1.0
-        return R
-
-    def curvature_bound(self):
-        """c with ``d^2 phi / dz^2 <= c I`` for every z, y (global Lipschitz)."""
-        if self.kind == LOGISTIC:
-            return 0.25
-        if self.kind == GAUSSIAN:
-            return 1.0 / self.noise_var
-        return 0.5  # softmax Hessian diag(p) - p p^T has spectral norm <= 1/2
+        return self.spec.residual(self, Z, y)
 
     def hessian_weights(self, Z, y):
-        """Per-datum curvature ``d^2 phi/dz^2``: shape (n,) for K = 1,
-        (n, K, K) for softmax; ``grad^2 U_i = H_i (x) x_i x_i^T``."""
-        if self.kind == LOGISTIC:
-            s = expit(Z[:, 0])
-            return s * (1 - s)
-        if self.kind == GAUSSIAN:
-            return np.full(Z.shape[0], 1.0 / self.noise_var)
-        P = softmax(Z, axis=1)
-        return np.einsum("nk,kl->nkl", P, np.eye(Z.shape[1])) - P[:, :, None] * P[:, None, :]
+        """Per-datum curvature ``d^2 phi/dz^2``: shape (n,) for one block per
+        datum, (n, K, K) for softmax; ``grad^2 U_i = H_i (x) x_i x_i^T``."""
+        return self.spec.hessian_weights(self, Z, y)
+
+    def curvature_bound(self):
+        """c with ``d^2 phi / dz^2 <= c I`` for every z, y (global Lipschitz),
+        or None (Poisson): see ``FitContext.curvature_bound``."""
+        return self.spec.curvature_bound(self)
+
+    def log_predictive(self, Z, y):
+        """``log p(y_i | z_i)`` with every constant, shape (n,) (the ArviZ export)."""
+        return self.spec.log_predictive(self, Z, y)
+
+    def validate_targets(self, y, name="y"):
+        """The targets as the loss reads them (float64), or a ValueError naming ``name``."""
+        return self.spec.validate_targets(y, name)
+
+    def settings(self):
+        """The model's fitted settings (``noise_var`` for Gaussian), a dict."""
+        return self.spec.settings(self)
 
     def lipschitz(self, X, fit_intercept, sample_weight=None):
         """Per-datum Lipschitz constants ``L_i`` of ``grad (w_i U_i)``:
-        ``c w_i ||(x_i, 1)||^2`` (``w_i = 1`` without weights)."""
-        L = self.curvature_bound() * row_norms_sq(X, fit_intercept)
+        ``c w_i ||(x_i, 1)||^2`` (``w_i = 1`` without weights).  A model
+        without a global bound has none: use ``FitContext.lipschitz``."""
+        c = self.curvature_bound()
+        if c is None:
+            raise ValueError(f"the {self.name} model has no global curvature bound; "
+                             "FitContext.lipschitz uses the curvature at the mode.")
+        L = c * row_norms_sq(X, fit_intercept)
         return L if sample_weight is None else L * sample_weight
 
 

@@ -13,6 +13,12 @@ cdef enum ModelKind:
     LOGISTIC = 0      # y in {0, 1}, K = 1
     GAUSSIAN = 1      # y real (K targets per datum), noise variance sigma^2
     SOFTMAX = 2       # y in {0..K-1} stored as double, K outputs
+    POISSON = 3       # counts y >= 0, log link, K = 1
+
+# Poisson: beyond this z the rate exp(z) continues linearly (C^1), so the
+# potential stays finite where exp would overflow; _glm.POISSON_Z_MAX
+cdef enum:
+    POISSON_Z_MAX = 700
 
 
 cdef inline double sigmoid(double z) noexcept nogil:
@@ -34,6 +40,8 @@ cdef inline void glm_residual(int model, const double* z, int K, const double* y
     cdef double m, s
     if model == LOGISTIC:
         r[0] = sigmoid(z[0]) - y[0]
+    elif model == POISSON:
+        r[0] = exp(z[0] if z[0] < POISSON_Z_MAX else POISSON_Z_MAX) - y[0]
     elif model == GAUSSIAN:
         for k in range(K):
             r[k] = (z[k] - y[k]) * inv_noise_var
@@ -54,13 +62,20 @@ cdef inline void glm_residual(int model, const double* z, int K, const double* y
 cdef inline double glm_loss(int model, const double* z, int K, const double* y,
                             double inv_noise_var) noexcept nogil:
     """phi(z, y) = U_i: the datum's negative log-likelihood (up to a constant
-    for the Gaussian), computed stably; the Metropolis correction needs it."""
+    for the Gaussian and Poisson), computed stably; the Metropolis correction
+    needs it."""
     cdef int k
     cdef double m, s, v
     if model == LOGISTIC:
         # log(1 + e^z) - y z, without overflow for large |z|
         v = z[0]
         return (v if v > 0 else 0.0) + log1p(exp(-fabs(v))) - y[0] * v
+    elif model == POISSON:
+        # exp(z) - y z (log y! dropped: the Metropolis ratio needs differences)
+        v = z[0]
+        if v <= POISSON_Z_MAX:
+            return exp(v) - y[0] * v
+        return exp(POISSON_Z_MAX) * (1.0 + v - POISSON_Z_MAX) - y[0] * v
     elif model == GAUSSIAN:
         s = 0.0
         for k in range(K):

@@ -2,6 +2,11 @@
 """Python twins of the inline residuals, for tests."""
 import numpy as np
 
+#: the C enum ModelKind as the engine was compiled with it: the registry
+#: (_glm.MODEL_KINDS) must agree, which _estimators checks when it loads
+C_MODEL_KINDS = {"logistic": LOGISTIC, "gaussian": GAUSSIAN, "softmax": SOFTMAX,
+                 "poisson": POISSON}
+
 
 def py_glm_residual(int model, const double[::1] z, y, double inv_noise_var=1.0):
     """Residual ``phi'(z, y)`` computed by the engine's inline kernel.
@@ -9,7 +14,7 @@ def py_glm_residual(int model, const double[::1] z, y, double inv_noise_var=1.0)
     Parameters
     ----------
     model : int
-        0 logistic, 1 Gaussian, 2 softmax.
+        0 logistic, 1 Gaussian, 2 softmax, 3 Poisson.
     z : ndarray of shape (K,)
         Linear predictor(s).
     y : float or ndarray of shape (K,)
@@ -23,8 +28,8 @@ def py_glm_residual(int model, const double[::1] z, y, double inv_noise_var=1.0)
     """
     cdef int K = z.shape[0]
     cdef double[::1] yv = np.atleast_1d(np.asarray(y, dtype=np.float64)).copy()
-    if model == LOGISTIC and K != 1:
-        raise ValueError("the logistic model has one output")
+    if (model == LOGISTIC or model == POISSON) and K != 1:
+        raise ValueError("the logistic and Poisson models have one output")
     if model == GAUSSIAN and yv.shape[0] != K:
         raise ValueError("a Gaussian model needs K targets per datum")
     if model == SOFTMAX and not (0 <= yv[0] < K):

@@ -223,7 +223,7 @@ def _adaptive_coef(ctx, cfg):
     """
     V = ctx.settings.pv_threshold
     if V not in ("auto", "pilot"):
-        L = ctx.glm.lipschitz(ctx.X, ctx.fit_intercept, ctx.sample_weight)
+        L = ctx.lipschitz()
         p = cfg["weights"] / cfg["weights"].sum() if "weights" in cfg else np.full(ctx.n, 1 / ctx.n)
         return float(np.sum(L ** 2 / p) / V)
     if V == "auto":

@@ -188,20 +188,18 @@ def ksd(samples, grad_log_density, kernel="imq", c=1.0, beta=-0.5, *, statistic=
 
 # ----------------------------------------------------------------- estimators
 def _model_of(est):
-    """The GLM of a fitted linear SG-MCMC estimator."""
-    from .._base import BaseSGMCMC
-    from .._sampling._glm import GAUSSIAN, GLM, LOGISTIC, SOFTMAX
-
-    if not isinstance(est, BaseSGMCMC):
+    """The GLM of a fitted linear SG-MCMC estimator, from its own
+    ``_model_spec()`` (duck typing: the diagnostics never import the
+    estimator classes)."""
+    spec = getattr(est, "_model_spec", None)
+    if not callable(spec) or not hasattr(est, "_likelihood_target"):
         raise TypeError(
             f"ksd_from_estimator needs a fitted linear SG-MCMC estimator "
-            f"(SGMCMCLogisticRegression, SGMCMCRidge); got {type(est).__name__}.")
-    if hasattr(est, "classes_"):
-        K = len(est.classes_)
-        return GLM(LOGISTIC, 1) if K == 2 else GLM(SOFTMAX, K)
-    if hasattr(est, "noise_var_"):
-        return GLM(GAUSSIAN, 1, float(est.noise_var_))
-    raise TypeError(f"cannot tell the model of {type(est).__name__}.")
+            f"(SGMCMCLogisticRegression, SGMCMCRidge, SGMCMCPoissonRegressor); got "
+            f"{type(est).__name__}.")
+    if not hasattr(est, "coef_samples_"):
+        raise ValueError(f"this {type(est).__name__} is not fitted yet; call fit first.")
+    return spec()
 
 
 def _theta_draws(est):
@@ -216,20 +214,15 @@ def _theta_draws(est):
     return coef.reshape(C, N, -1)
 
 
-def _encode_y(est, y):
+def _encode_y(est, y, n_rows):
+    """The targets as the model's loss reads them (class indices, reals,
+    counts), validated by the estimator's own encoding."""
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError(f"y must be 1-D, got shape {y.shape}.")
-    if hasattr(est, "classes_"):
-        idx = np.searchsorted(est.classes_, y)
-        idx = np.clip(idx, 0, len(est.classes_) - 1)
-        if not np.all(est.classes_[idx] == y):
-            raise ValueError("y contains labels the estimator was not fitted on.")
-        return idx.astype(np.float64)
-    y = y.astype(np.float64)
-    if not np.all(np.isfinite(y)):
-        raise ValueError("y contains NaN or inf.")
-    return y
+    if y.shape[0] != n_rows:
+        raise ValueError(f"X has {n_rows} rows and y {y.shape[0]} values.")
+    return est._likelihood_target(y, n_rows)
 
 
 def grad_log_posterior(thetas, X, y, glm, alpha, fit_intercept, temperature=1.0,
@@ -291,12 +284,13 @@ def ksd_from_estimator(est, X, y, *, c=1.0, beta=-0.5, statistic="v", per_chain=
 
     The score is the exact ``grad log pi = -grad U / T`` of the estimator's
     posterior on ``(X, y)``, with its ``alpha``, ``temperature``,
-    ``fit_intercept``, model (logistic, multinomial or Gaussian with
-    ``noise_var_``), evaluated with full data passes.
+    ``fit_intercept`` and model (the estimator's ``_model_spec()``: logistic,
+    multinomial, Gaussian with ``noise_var_`` or Poisson), evaluated with
+    full data passes.
 
     Parameters
     ----------
-    est : SGMCMCLogisticRegression or SGMCMCRidge
+    est : SGMCMCLogisticRegression, SGMCMCRidge or SGMCMCPoissonRegressor
         Fitted.
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
         The training data the estimator was fitted on.
@@ -336,9 +330,7 @@ def ksd_from_estimator(est, X, y, *, c=1.0, beta=-0.5, statistic="v", per_chain=
     glm = _model_of(est)
     X = est._validate_X_predict(X)
     weights = est._row_weights(X, np.asarray(y), sample_weight)
-    y = _encode_y(est, y)
-    if X.shape[0] != y.shape[0]:
-        raise ValueError(f"X has {X.shape[0]} rows and y {y.shape[0]} values.")
+    y = _encode_y(est, y, X.shape[0])
     draws = _theta_draws(est)
     C, N, dim = draws.shape
     if max_draws is not None and N > max_draws:

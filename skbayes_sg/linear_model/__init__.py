@@ -1,5 +1,6 @@
 """SG-MCMC Bayesian linear models."""
 from ._logistic import SGMCMCLogisticRegression
+from ._poisson import SGMCMCPoissonRegressor
 from ._ridge import SGMCMCRidge
 
-__all__ = ["SGMCMCLogisticRegression", "SGMCMCRidge"]
+__all__ = ["SGMCMCLogisticRegression", "SGMCMCPoissonRegressor", "SGMCMCRidge"]

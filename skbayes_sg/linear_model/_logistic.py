@@ -305,6 +305,10 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
     (2, 2)
     """
 
+    #: the model registry entry (``_sampling._glm.MODELS``; softmax for more
+    #: than two classes)
+    _registry_model = "logistic"
+
     _parameter_constraints = {
         **BaseSGMCMC._parameter_constraints,
         "alpha": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
@@ -429,9 +433,9 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
                 f"{self.classes_.tolist()}; pass the labels of the rows of X.")
         return index.astype(np.float64)
 
-    def _likelihood_model(self):
-        """(GLM, log normaliser): the Bernoulli / categorical loss is normalised."""
-        return self._make_glm(None, None), 0.0
+    def _model_spec(self):
+        """The fitted model: logistic for two classes, softmax for more."""
+        return self._make_glm(None, None)
 
     def _predictive_draws(self, X, rng):
         """One label per row and draw from ``p(y | x, theta_s)``: (n_samples, n_draws)."""

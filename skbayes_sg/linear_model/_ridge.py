@@ -10,7 +10,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._base import BaseSGMCMC, estimator_parameters
-from .._sampling._glm import GAUSSIAN, GLM
+from .._sampling._glm import GAUSSIAN, GLM, model_spec
 from ._logistic import _DOC_ATTRS, _DOC_PARAMS
 
 
@@ -68,6 +68,9 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
     >>> mean, std = reg.predict(X[:2], return_std=True)
     """
 
+    #: the model registry entry (``_sampling._glm.MODELS``)
+    _registry_model = "gaussian"
+
     _parameter_constraints = {
         **BaseSGMCMC._parameter_constraints,
         "noise_var": [Interval(numbers.Real, 0, None, closed="neither"),
@@ -77,10 +80,7 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
 
 
     def _encode_targets(self, y):
-        y = np.asarray(y, dtype=np.float64)
-        if not np.all(np.isfinite(y)):
-            raise ValueError("y contains NaN or inf; remove or impute those targets.")
-        return y
+        return model_spec(GAUSSIAN).validate_targets(y)
 
     def _make_glm(self, X, y):
         return GLM(GAUSSIAN, 1, 1.0)  # noise variance resolved in _fit_context_hook
@@ -172,16 +172,14 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
         return (mean, std) if return_std else mean
 
     def _likelihood_target(self, y, n_rows):
-        y = np.asarray(y, dtype=np.float64)
-        if y.shape[0] != n_rows:
-            raise ValueError(f"y has {y.shape[0]} values for {n_rows} rows of X; pass "
+        if np.shape(y)[0] != n_rows:
+            raise ValueError(f"y has {np.shape(y)[0]} values for {n_rows} rows of X; pass "
                              "the targets of the rows of X.")
-        return y
+        return self._model_spec().validate_targets(y)
 
-    def _likelihood_model(self):
-        """(GLM, log normaliser): the loss drops ``log(2 pi noise_var) / 2``."""
-        s2 = float(self.noise_var_)
-        return GLM(GAUSSIAN, 1, s2), 0.5 * np.log(2.0 * np.pi * s2)
+    def _model_spec(self):
+        """The fitted Gaussian model, with ``noise_var_``."""
+        return GLM(GAUSSIAN, 1, float(self.noise_var_))
 
     def _predictive_draws(self, X, rng):
         """``x^T w_s + b_s + N(0, noise_var_)`` per row and draw: (n_samples, n_draws)."""
