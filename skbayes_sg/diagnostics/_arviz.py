@@ -105,7 +105,7 @@ def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predic
     else:
         del dims["intercept"]
 
-    from .. import __version__
+    from .._version import __version__
 
     attrs = {"inference_library": "skbayes_sg",
              "inference_library_version": __version__,

@@ -1,0 +1,113 @@
+"""The package's structure: one definition per algorithm, no import cycles.
+
+* No import cycle among the package's Python modules, counting the imports
+  inside functions too (they defer a cycle to run time, they do not remove
+  it); the package's ``__init__`` files re-export and are left out as
+  targets only where a module imports the package root.
+* Every sampler and subsampling has exactly one definition (its spec in
+  ``_sampling/_specs.py``); each engine's registry covers exactly the specs
+  that name it, and the estimators' constraints, "does not act" rules and
+  docstrings are read from them.
+"""
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+import skbayes_sg
+from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge
+from skbayes_sg._sampling import _specs
+from skbayes_sg._sampling._registry import SAMPLERS, SUBSAMPLINGS
+
+PACKAGE = Path(skbayes_sg.__file__).resolve().parent
+
+
+def _module_name(path):
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph():
+    """``{module: {modules it imports}}`` over the package's .py files."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[:len(base) - (node.level - 1)]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    module = node.module or ""
+                candidates = [module] + [f"{module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                candidates = [a.name for a in node.names]
+            else:
+                continue
+            targets.update(c for c in candidates if c in modules and c != name)
+        graph[name] = targets
+    return graph
+
+
+def _find_cycle(graph):
+    """One cycle of ``graph`` as a list of modules, or None (depth-first search)."""
+    state = {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt, path + [nxt])
+                if found:
+                    return found
+        state[node] = "done"
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start, [start])
+            if found:
+                return found
+    return None
+
+
+def test_the_cycle_finder_sees_a_cycle():
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycle_in_the_package():
+    graph = _import_graph()
+    assert "skbayes_sg._base" in graph and graph["skbayes_sg._base"]
+    cycle = _find_cycle(graph)
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_registries_cover_exactly_their_specs():
+    assert set(SAMPLERS) == set(_specs.dynamics_for(_specs.LINEAR))
+    assert set(SUBSAMPLINGS) == set(_specs.estimators_for(_specs.LINEAR))
+    for name, entry in SAMPLERS.items():
+        assert entry.definition is _specs.DYNAMICS[name]
+    for name, entry in SUBSAMPLINGS.items():
+        assert entry.definition is _specs.ESTIMATORS[name]
+
+
+@pytest.mark.parametrize("Est", [SGMCMCLogisticRegression, SGMCMCRidge, SGMCMCPoissonRegressor])
+def test_linear_estimators_read_the_specs(Est):
+    """Sampler names, hyperparameters (constraints, defaults, docs) and the
+    owners that decide which settings act come from the specs."""
+    params = inspect.signature(Est.__init__).parameters
+    for hp in _specs.HYPERPARAMETERS.values():
+        assert params[hp.name].default == hp.default
+        assert Est._parameter_constraints[hp.name] == list(hp.constraints)
+    assert Est._SAMPLER_PARAMETERS == _specs.sampler_owners()
+    for name in _specs.dynamics_for(_specs.LINEAR):
+        assert f'``"{name}"``' in " ".join(Est.__doc__.split())
+        first_words = " ".join(_specs.DYNAMICS[name].doc.split()[:4])
+        assert first_words in " ".join(Est.__doc__.split()), name
