@@ -69,9 +69,13 @@ cdef class PSGLD(Dynamics):
     cdef double[::1] V             # RMSprop accumulator
 
 
-cdef class SGHMC(Dynamics):
+cdef class MomentumDynamics(Dynamics):
+    # a momentum p (or r) that persists between steps, saved with the state
+    cdef double[::1] momentum
+
+
+cdef class SGHMC(MomentumDynamics):
     cdef double friction           # gamma
-    cdef double[::1] momentum      # r
 
 
 cdef class SGHMCLeapfrog(Dynamics):
@@ -97,16 +101,14 @@ cdef class ULD(Dynamics):
     cdef double[::1] noise2
 
 
-cdef class BAOAB(Dynamics):
+cdef class BAOAB(MomentumDynamics):
     cdef double friction            # gamma
     cdef double rot_c, rot_s        # cos / sin of the reference rotation over h/2
     cdef double o_decay, o_noise    # O step: p <- o_decay p + o_noise xi
-    cdef double[::1] momentum       # p
 
     cdef void _kick(self, const double* theta, const double* g, double t) noexcept nogil
 
 
-cdef class SGNHT(Dynamics):
+cdef class SGNHT(MomentumDynamics):
     cdef double diffusion           # A: the injected noise is sqrt(2 A T h) xi
     cdef double thermostat          # xi: the adaptive friction
-    cdef double[::1] momentum       # p

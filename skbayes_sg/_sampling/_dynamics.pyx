@@ -372,7 +372,25 @@ cdef class PSGLD(Dynamics):
             self.V = np.array(state["V"], dtype=np.float64)
 
 
-cdef class SGHMC(Dynamics):
+cdef class MomentumDynamics(Dynamics):
+    """Base of the dynamics whose momentum persists between steps: it is part
+    of the saved state (warm start, continued rounds)."""
+
+    has_momentum = True
+
+    def _set_momentum(self, p0, Py_ssize_t dim):
+        self.momentum = np.zeros(dim) if p0 is None else np.array(p0, dtype=np.float64)
+
+    def get_state(self):
+        return {**self._base_state(), "momentum": np.array(self.momentum)}
+
+    def set_state(self, state):
+        self._set_base_state(state)
+        if "momentum" in state:
+            self.momentum = np.array(state["momentum"], dtype=np.float64)
+
+
+cdef class SGHMC(MomentumDynamics):
     """SG underdamped Langevin, Euler-Maruyama (EWSG paper eq. 3).
 
     theta_{k+1} = theta_k + h r_k;
@@ -397,7 +415,7 @@ cdef class SGHMC(Dynamics):
         if not friction > 0:
             raise ValueError("friction must be > 0")
         self.friction = friction
-        self.momentum = np.zeros(dim) if r0 is None else np.array(r0, dtype=np.float64)
+        self._set_momentum(r0, dim)
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
@@ -431,15 +449,6 @@ cdef class SGHMC(Dynamics):
             scale[j] = w
             shift[j] = xs * self.momentum[j]
 
-    has_momentum = True
-
-    def get_state(self):
-        return {**self._base_state(), "momentum": np.array(self.momentum)}
-
-    def set_state(self, state):
-        self._set_base_state(state)
-        if "momentum" in state:
-            self.momentum = np.array(state["momentum"], dtype=np.float64)
 
 
 cdef class SGHMCLeapfrog(Dynamics):
@@ -716,7 +725,7 @@ def uld_coefficients(double h, double gamma, double u, double T, double kappa):
     return (*e, f_x, f_v, l_vv, l_xv, l_xx)
 
 
-cdef class BAOAB(Dynamics):
+cdef class BAOAB(MomentumDynamics):
     """Underdamped Langevin by the BAOAB splitting (Leimkuhler & Matthews).
 
     B: ``p -= (h/2) g``; A: ``z += (h/2) p``; O: ``p <- e^{-gamma h} p +
@@ -742,7 +751,7 @@ cdef class BAOAB(Dynamics):
         if not friction > 0:
             raise ValueError("friction must be > 0")
         self.friction = friction
-        self.momentum = np.zeros(dim) if p0 is None else np.array(p0, dtype=np.float64)
+        self._set_momentum(p0, dim)
         Dynamics.__init__(self, dim, step_size, temperature, reference_precision)
 
     cdef void set_step(self, double h) noexcept nogil:
@@ -796,18 +805,9 @@ cdef class BAOAB(Dynamics):
             scale[j] = w
             shift[j] = (target - mean) / sig
 
-    has_momentum = True
-
-    def get_state(self):
-        return {**self._base_state(), "momentum": np.array(self.momentum)}
-
-    def set_state(self, state):
-        self._set_base_state(state)
-        if "momentum" in state:
-            self.momentum = np.array(state["momentum"], dtype=np.float64)
 
 
-cdef class SGNHT(Dynamics):
+cdef class SGNHT(MomentumDynamics):
     """Stochastic gradient Nose-Hoover thermostat (Ding et al. 2014, Algorithm 2).
 
     ``p <- p - h xi p - h g(theta) + sqrt(2 A T h) eta``;
@@ -836,7 +836,7 @@ cdef class SGNHT(Dynamics):
             raise ValueError("diffusion must be > 0")
         self.diffusion = diffusion
         self.thermostat = diffusion
-        self.momentum = np.zeros(dim) if p0 is None else np.array(p0, dtype=np.float64)
+        self._set_momentum(p0, dim)
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
@@ -870,20 +870,15 @@ cdef class SGNHT(Dynamics):
             scale[j] = h / s
             shift[j] = xs * self.momentum[j]
 
-    has_momentum = True
-
     @property
     def thermostat(self):
         """The current friction xi."""
         return self.thermostat
 
     def get_state(self):
-        return {**self._base_state(), "momentum": np.array(self.momentum),
-                "thermostat": np.array([self.thermostat])}
+        return {**MomentumDynamics.get_state(self), "thermostat": np.array([self.thermostat])}
 
     def set_state(self, state):
-        self._set_base_state(state)
-        if "momentum" in state:
-            self.momentum = np.array(state["momentum"], dtype=np.float64)
+        MomentumDynamics.set_state(self, state)
         if "thermostat" in state:
             self.thermostat = float(state["thermostat"][0])

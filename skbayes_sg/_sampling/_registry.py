@@ -458,15 +458,20 @@ def _stationary_momentum(generator, dim, cfg, scale=1.0):
     return np.sqrt(scale * cfg["temperature"]) * generator.standard_normal(dim)
 
 
+def _start_momentum(dim, cfg, state, generator):
+    """None when the saved state carries the momentum, else a stationary draw."""
+    return None if state and "momentum" in state else _stationary_momentum(generator, dim, cfg)
+
+
 def _build_sghmc(dim, cfg, state, generator):
-    r0 = None if state and "momentum" in state else _stationary_momentum(generator, dim, cfg)
+    r0 = _start_momentum(dim, cfg, state, generator)
     dyn = _dynamics.SGHMC(dim, cfg["step_size"], cfg["temperature"], friction=cfg["friction"],
                           r0=r0, reference_precision=cfg["reference_precision"])
     return _restore(dyn, state)
 
 
 def _build_baoab(dim, cfg, state, generator):
-    p0 = None if state and "momentum" in state else _stationary_momentum(generator, dim, cfg)
+    p0 = _start_momentum(dim, cfg, state, generator)
     dyn = _dynamics.BAOAB(dim, cfg["step_size"], cfg["temperature"], friction=cfg["friction"],
                           p0=p0, reference_precision=cfg["reference_precision"])
     return _restore(dyn, state)
@@ -535,7 +540,7 @@ def _build_uld(dim, cfg, state, generator):
 
 
 def _build_sgnht(dim, cfg, state, generator):
-    p0 = None if state and "momentum" in state else _stationary_momentum(generator, dim, cfg)
+    p0 = _start_momentum(dim, cfg, state, generator)
     dyn = _dynamics.SGNHT(dim, cfg["step_size"], cfg["temperature"], diffusion=cfg["friction"],
                           p0=p0, reference_precision=cfg["reference_precision"])
     return _restore(dyn, state)
