@@ -407,3 +407,239 @@ def test_full_batch_chain_has_the_exact_finite_step_law(ridge, sampler):
     draws, _ = _chains(ridge, sampler, "uniform", kw, batch_size=N, n_draws=3000)
     _assert_mean(draws, law[0], f"{sampler}/full")
     _assert_cov(draws, law[1], 0.0, f"{sampler}/full vs exact finite-h")
+
+
+# ------------------------------------------------------------ kernels
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_kernels_are_the_formulas(dtype):
+    """The BAOAB and SGNHT C kernels against their formulas written in numpy,
+    with the stream's next numbers (a second stream with the same seed)."""
+    rng = np.random.default_rng(1)
+    n = 77  # not a multiple of the 32-number block
+    theta0, p0, buf = (rng.standard_normal(n).astype(dtype) for _ in range(3))
+    c, alpha, h, kick, decay, s = 3.0, 0.7, 0.05, 0.025, 0.9, 0.4
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    z = NormalStream(5).fill(np.empty(n, dtype=dtype)).astype(np.float64)
+
+    theta, p = theta0.copy(), p0.copy()
+    flat_dynamics.baoab_step(NormalStream(5), theta, p, buf, c, alpha, h, kick, decay, s)
+    g = c * buf + alpha * theta0.astype(np.float64)
+    p1 = p0 - kick * g
+    th1 = theta0 + h / 2 * p1
+    p2 = decay * p1 + s * z
+    np.testing.assert_allclose(p, p2, rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(theta, th1 + h / 2 * p2, rtol=rtol, atol=rtol)
+
+    theta, p = theta0.copy(), p0.copy()
+    keep = 0.97
+    kinetic = flat_dynamics.sgnht_step(NormalStream(5), theta, p, buf, c, alpha, h, keep, s)
+    p1 = keep * p0 - h * g + s * z
+    np.testing.assert_allclose(p, p1, rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(theta, theta0 + h * p1, rtol=rtol, atol=rtol)
+    assert kinetic == pytest.approx(float(np.sum(p.astype(np.float64) ** 2)), rel=1e-12)
+
+
+class _TorchOpsRunner(_torch_sampler.ChainRunner):
+    """The torch-operation step (the GPU code path), run on the CPU."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fused = False
+
+
+def _small_data(n_classes=3, n=60, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = np.arange(n) % n_classes
+    X[:, 0] += y
+    return X, y
+
+
+_SMALL = dict(hidden_layer_sizes=(6,), step_size=1e-2, batch_size=16,
+              n_samples=5, n_warmup=10, thin=3, n_chains=2, map_epochs=2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("sampler, subsampling", [
+    ("baoab", "uniform"), ("baoab", "ewsg"), ("baoab", "cv"),
+    ("sgnht", "uniform"), ("sgnht", "ewsg"), ("sgnht", "svrg")])
+def test_fused_cpu_step_matches_the_torch_operations(sampler, subsampling, dtype,
+                                                     monkeypatch):
+    """The one-pass CPU kernels and the torch formulas of the GPU path give
+    the same chain (the CPU stream feeds both), to rounding."""
+    X, y = _small_data()
+    kw = dict(_SMALL, sampler=sampler, subsampling=subsampling, random_state=1, dtype=dtype)
+    fused = SGMCMCMLPClassifier(**kw).fit(X, y)
+    monkeypatch.setattr(_torch_sampler, "ChainRunner", _TorchOpsRunner)
+    ops = SGMCMCMLPClassifier(**kw).fit(X, y)
+    assert not np.array_equal(fused.coef_samples_[:, 0], fused.coef_samples_[:, -1])
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == "float32" else dict(rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(ops.coef_samples_, fused.coef_samples_, **tol)
+    if sampler == "sgnht":
+        xs = [s["thermostat"] for s in fused._chain_states]
+        np.testing.assert_allclose([s["thermostat"] for s in ops._chain_states], xs,
+                                   rtol=1e-4 if dtype == "float32" else 1e-9)
+
+
+# ----------------------------------------------------------------- EWSG
+def _linear_twin(sampler, runner, kw):
+    """The linear engine's dynamics (identity metric) in the runner's state."""
+    from skbayes_sg._sampling import _dynamics as lin
+
+    st = runner.state
+    P = runner.net.n_params
+    h, T = kw["step_size"], 1.3
+    r = None if st["r"] is None else st["r"].numpy().astype(np.float64)
+    if sampler == "baoab":
+        return lin.BAOAB(P, h, T, friction=kw["friction"], p0=r)
+    if sampler == "uld":
+        return lin.ULD(P, h, T, friction=kw["friction"], inv_mass=0.6, v0=r)
+    if sampler == "sgnht":
+        twin = lin.SGNHT(P, h, T, diffusion=kw["friction"], p0=r)
+        twin.set_state({"thermostat": np.array([float(st["thermostat"])])})
+        return twin
+    if sampler == "sghmc":
+        return lin.SGHMC(P, h, T, friction=kw["friction"], r0=r)
+    return lin.SGHMCLeapfrog(P, h, T, n_leapfrog=3)
+
+
+@pytest.mark.parametrize("sampler", ["baoab", "uld", "sgnht", "sghmc-leapfrog", "sghmc"])
+def test_ewsg_energy_is_the_linear_engines_whitening(sampler):
+    """The network's EWSG energy ``1/2 ||x + w||^2`` of a candidate
+    ``g = c buf + alpha theta`` equals the one written from the linear
+    engine's ``ewsg_whitening`` (``w = scale * g``, ``x = shift``) for the
+    same dynamics in the same state (identity metric)."""
+    X, y = _small_data()
+    kw = dict(step_size=1e-2, friction=2.5)
+    params = dict(sampler=sampler, subsampling="ewsg", step_size=kw["step_size"],
+                  batch_size=16, alpha=0.7, temperature=1.3, friction=2.5, inv_mass=0.6,
+                  n_leapfrog=3, ewsg_chain_length=1, snapshot_period=None, map_epochs=0,
+                  map_learning_rate=1e-3, verbose=0)
+    net = _torch_sampler.MLPNet((4, 6, 3), "relu", False)
+    runner = _torch_sampler.ChainRunner(net, torch.tensor(X), torch.tensor(y),
+                                        params, torch.Generator().manual_seed(0))
+    runner.init_state()
+    samples = torch.empty((3, net.n_params), dtype=torch.float64)
+    runner.run(6, n_warmup=0, thin=2, samples=samples)  # momentum / thermostat moved
+    theta = runner.state["theta"]
+    _, buf, c = runner.estimate(theta)
+    got = float(runner._ewsg_energy_fn(theta)(buf, c))
+
+    twin = _linear_twin(sampler, runner, kw)
+    scale, shift = twin.py_ewsg_whitening(theta=theta.numpy().astype(np.float64))
+    g = c * buf.numpy() + 0.7 * theta.numpy()
+    want = 0.5 * np.sum((shift + scale * np.tile(g, twin.ewsg_width)) ** 2)
+    assert got == pytest.approx(want, rel=1e-9)
+
+
+# ------------------------------------------------------------ the estimator
+@pytest.mark.parametrize("sampler", dynamics_for(NETWORK))
+def test_every_network_sampler_fits_and_predicts(sampler):
+    X, y = _small_data()
+    clf = SGMCMCMLPClassifier(sampler=sampler, random_state=0,
+                              **dict(_SMALL, step_size="auto", n_warmup=100)).fit(X, y)
+    proba = clf.predict_proba(X)
+    assert proba.shape == (len(X), 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-10)
+    assert np.all(np.isfinite(clf.coef_samples_))
+    if sampler != "psgld":  # RMSprop's learning rate 1e-3 needs more than 115 steps
+        assert clf.score(X, y) > 0.5  # the classes shift feature 0: learnable
+    spec = DYNAMICS[sampler]
+    n = len(X)
+    lr = spec.network_learning_rate
+    second_order = spec.has_momentum or sampler == "sghmc-leapfrog"
+    assert clf.step_size_ == pytest.approx(math.sqrt(lr / n) if second_order else lr / n,
+                                           rel=1e-12)
+    if "friction" in spec.hyperparameters:
+        assert clf.friction_ == pytest.approx(0.1 / clf.step_size_, rel=1e-12)
+    else:
+        assert clf.friction_ is None
+    steps = clf.n_steps_
+    per_step = _net_dynamics.NETWORK_N_LEAPFROG + 1 if sampler == "sghmc-leapfrog" else 1
+    assert clf.n_grad_evals_ == 2 * steps * per_step * _SMALL["batch_size"]
+
+
+@pytest.mark.parametrize("sampler, subsampling", [
+    ("baoab", "uniform"), ("baoab", "svrg"), ("sgnht", "uniform"), ("sgnht", "cv"),
+    ("uld", "ewsg"), ("sghmc-leapfrog", "uniform"), ("sghmc-leapfrog", "svrg")])
+def test_warm_start_and_partial_fit_continue_the_chain(sampler, subsampling):
+    """Two halves (warm start, or two partial_fit calls) == one long run: the
+    momentum, BAOAB's mid-step flag and SGNHT's thermostat carry over."""
+    X, y = _small_data()
+    kw = dict(_SMALL, sampler=sampler, subsampling=subsampling, random_state=0,
+              n_leapfrog=3 if sampler == "sghmc-leapfrog" else "auto")
+    full = SGMCMCMLPClassifier(**dict(kw, n_samples=10)).fit(X, y)
+
+    half = SGMCMCMLPClassifier(**kw).fit(X, y)
+    np.testing.assert_array_equal(half.coef_samples_, full.coef_samples_[:, :5])
+    state = half._chain_states[0]
+    if sampler == "sgnht":
+        assert state["thermostat"] != half.friction_  # it moved
+    if sampler == "baoab":
+        assert state["p_mid"] is True
+    half.set_params(warm_start=True)
+    half.fit(X, y)  # continues, no warm-up, replaces the draws
+    np.testing.assert_array_equal(half.coef_samples_, full.coef_samples_[:, 5:])
+    assert half.n_steps_ == full.n_steps_
+    for a, b in zip(half._chain_states, full._chain_states):
+        np.testing.assert_array_equal(a["theta"], b["theta"])
+        if sampler != "sghmc-leapfrog":
+            np.testing.assert_array_equal(a["r"], b["r"])
+        assert a["thermostat"] == b["thermostat"]
+
+    pf = SGMCMCMLPClassifier(**kw)
+    pf.partial_fit(X, y, classes=np.unique(y))
+    pf.partial_fit(X, y)  # appends
+    np.testing.assert_array_equal(pf.coef_samples_, full.coef_samples_)
+
+
+_OFF_DEFAULT = {"friction": 2.0, "inv_mass": 2.0, "n_leapfrog": 3}
+
+
+def test_a_hyperparameter_that_does_not_act_is_refused():
+    """Every sampler hyperparameter set away from its default with a sampler
+    that does not own it (the specs' owners) raises, naming the parameter,
+    the sampler and the samplers it acts with; with an owner it fits."""
+    X, y = _small_data()
+    owners = sampler_owners()
+    assert set(owners) == set(_OFF_DEFAULT) == set(HYPERPARAMETERS)
+    for name, value in _OFF_DEFAULT.items():
+        default, who = owners[name]
+        assert value != default
+        for sampler in dynamics_for(NETWORK):
+            clf = SGMCMCMLPClassifier(sampler=sampler, **{name: value},
+                                      **dict(_SMALL, n_warmup=2, n_samples=2))
+            if sampler in who:
+                clf.fit(X, y)
+                continue
+            msg = (f"{name}={value!r} has no effect with sampler={sampler!r} "
+                   f"(it acts with {sorted(who)})")
+            with pytest.raises(ValueError, match=__import__("re").escape(msg)):
+                clf.fit(X, y)
+
+
+def test_constraints_and_docs_come_from_the_specs():
+    cons = SGMCMCMLPClassifier._parameter_constraints
+    assert cons["sampler"][0].options == set(dynamics_for(NETWORK))
+    assert cons["subsampling"][0].options == set(estimators_for(NETWORK))
+    for name, hp in HYPERPARAMETERS.items():
+        assert cons[name] == list(hp.constraints)
+        assert SGMCMCMLPClassifier().get_params()[name] == hp.default
+    assert set(_net_dynamics.NETWORK_DYNAMICS) == set(dynamics_for(NETWORK))
+    doc = " ".join(SGMCMCMLPClassifier.__doc__.split())
+    for name in dynamics_for(NETWORK):
+        assert f'``"{name}"``: {" ".join(DYNAMICS[name].doc.split())}.' in doc
+    for hp in HYPERPARAMETERS.values():
+        assert " ".join(hp.doc.split()) in doc
+    assert "{" + "sampler_doc}" not in doc
+
+
+def test_bad_hyperparameters_are_refused():
+    X, y = _small_data()
+    for params in (dict(sampler="uld", inv_mass=0.0), dict(sampler="uld", inv_mass=-1.0),
+                   dict(sampler="sghmc-leapfrog", n_leapfrog=0),
+                   dict(sampler="sghmc-leapfrog", n_leapfrog="many"),
+                   dict(sampler="baoab", friction=-1.0)):
+        name = [k for k in params if k != "sampler"][0]
+        with pytest.raises(ValueError, match=name):
+            SGMCMCMLPClassifier(**params).fit(X, y)
