@@ -144,8 +144,10 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         ``"auto"`` sets it from the number of rows of the data being fitted:
         ``0.2 / n_rows`` (SGLD), ``1e-3 / n_rows`` (pSGLD) and
         ``sqrt(0.01 / n_rows)`` (the momentum dynamics): learning rates that
-        worked for SGLD, pSGLD and SGHMC from 400 to 60,000 rows (breast cancer, digits, MNIST, synthetic data), where a
-        fixed value such as ``1e-4`` diverges or stalls beyond ~20,000 rows.
+        worked for SGLD, pSGLD and SGHMC from 400 to 60,000 rows (breast
+        cancer, digits, MNIST, synthetic data), where a fixed value such as
+        ``1e-4`` diverges or stalls beyond ~20,000 rows; the newer momentum
+        dynamics reuse SGHMC's (tested on small problems only).
         With row weights (``sample_weight``, ``class_weight``) ``n_rows`` is
         the total weight ``sum_i w_i``, the amount of data in the potential
         (integer weights then get the step of the repeated rows; pSGLD's
