@@ -6,8 +6,8 @@ one sweep that forms ``g = c * buf + alpha * theta``, draws the noise from a
 :class:`~skbayes_sg._sampling._normal_stream.NormalStream` and updates the
 state, instead of five to nine torch sweeps over the parameters. The
 formulas are those of the formula sheet, doc/algorithms.rst (SGLD, pSGLD
-with ``Gamma`` dropped, SGHMC Euler-Maruyama); the GPU path writes the same
-formulas with torch operations.
+with ``Gamma`` dropped, SGHMC Euler-Maruyama, BAOAB with one estimate per
+step, SGNHT); the GPU path writes the same formulas with torch operations.
 
 Every function takes 1-D C-contiguous arrays of one dtype (float32 or
 float64) and the same length, updates them in place without the GIL, and
@@ -40,6 +40,18 @@ cdef extern from "flat_dynamics_kernel.h" nogil:
     void skb_sghmc_step_f64(skb_normal_state *st, double *theta, double *r,
                             const double *buf, int64_t n, double c, double alpha,
                             double h, double friction, double s)
+    void skb_baoab_step_f32(skb_normal_state *st, float *theta, float *p,
+                            const float *buf, int64_t n, float c, float alpha,
+                            float h, float t, float decay, float s)
+    void skb_baoab_step_f64(skb_normal_state *st, double *theta, double *p,
+                            const double *buf, int64_t n, double c, double alpha,
+                            double h, double t, double decay, double s)
+    double skb_sgnht_step_f32(skb_normal_state *st, float *theta, float *p,
+                              const float *buf, int64_t n, float c, float alpha,
+                              float h, float keep, float s)
+    double skb_sgnht_step_f64(skb_normal_state *st, double *theta, double *p,
+                              const double *buf, int64_t n, double c, double alpha,
+                              double h, double keep, double s)
 
 
 def _check(*arrays):
@@ -121,3 +133,52 @@ def sghmc_step(NormalStream stream, theta, r, buf, double c, double alpha, doubl
             with nogil:
                 skb_sghmc_step_f64(&stream.state, &t64[0], &r64[0], &b64[0], n, c,
                                    alpha, h, friction, noise_std)
+
+
+def baoab_step(NormalStream stream, theta, p, buf, double c, double alpha, double h,
+               double kick, double decay, double noise_std):
+    """BAOAB with ``g = c buf + alpha theta`` at the current ``theta``:
+    ``p -= kick g``, ``theta += (h/2) p``, ``p <- decay p + noise_std xi``,
+    ``theta += (h/2) p`` (``kick`` = h, or h/2 at a chain's first step)."""
+    cdef float[::1] t32, p32, b32
+    cdef double[::1] t64, p64, b64
+    cdef int64_t n = theta.shape[0]
+    if _check(theta, p, buf) == np.float32:
+        t32, p32, b32 = theta, p, buf
+        if n:
+            with nogil:
+                skb_baoab_step_f32(&stream.state, &t32[0], &p32[0], &b32[0], n,
+                                   <float>c, <float>alpha, <float>h, <float>kick,
+                                   <float>decay, <float>noise_std)
+    else:
+        t64, p64, b64 = theta, p, buf
+        if n:
+            with nogil:
+                skb_baoab_step_f64(&stream.state, &t64[0], &p64[0], &b64[0], n, c,
+                                   alpha, h, kick, decay, noise_std)
+
+
+def sgnht_step(NormalStream stream, theta, p, buf, double c, double alpha, double h,
+               double keep, double noise_std):
+    """SGNHT with ``g = c buf + alpha theta`` at the old ``theta``:
+    ``p <- keep p - h g + noise_std xi`` (``keep = 1 - h * thermostat``),
+    ``theta += h p``.  Returns ``p.p`` of the new momentum (summed in double),
+    for the thermostat update ``xi += h (p.p / d - T)``."""
+    cdef float[::1] t32, p32, b32
+    cdef double[::1] t64, p64, b64
+    cdef int64_t n = theta.shape[0]
+    cdef double kinetic = 0.0
+    if _check(theta, p, buf) == np.float32:
+        t32, p32, b32 = theta, p, buf
+        if n:
+            with nogil:
+                kinetic = skb_sgnht_step_f32(&stream.state, &t32[0], &p32[0], &b32[0],
+                                             n, <float>c, <float>alpha, <float>h,
+                                             <float>keep, <float>noise_std)
+    else:
+        t64, p64, b64 = theta, p, buf
+        if n:
+            with nogil:
+                kinetic = skb_sgnht_step_f64(&stream.state, &t64[0], &p64[0], &b64[0],
+                                             n, c, alpha, h, keep, noise_std)
+    return kinetic

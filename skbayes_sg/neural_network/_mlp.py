@@ -17,6 +17,17 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from .._sampling._specs import (
+    DYNAMICS,
+    NETWORK,
+    dynamics_for,
+    estimators_for,
+    hyperparameter_constraints,
+    hyperparameter_doc,
+    sampler_doc,
+    sampler_owners,
+)
+
 __all__ = ["SGMCMCMLPClassifier"]
 
 # Gradient estimators that the linear estimators offer but a network cannot
@@ -39,11 +50,18 @@ _UNSUPPORTED_SUBSAMPLING = {
     "cvps": "preferential weights need n per-datum backward passes (see 'preferential')",
 }
 
-# step_size="auto": the learning rate of the equivalent optimiser on the mean
-# loss (SGD for SGLD, RMSprop for pSGLD, momentum SGD for SGHMC, whose h**2 n
-# it is); friction="auto": SGHMC's momentum decay h * gamma per step.
-_AUTO_LEARNING_RATE = {"sgld": 0.2, "psgld": 1e-3, "sghmc": 0.01}
+# friction="auto": the momentum decay h * gamma per step of the underdamped
+# dynamics (the momentum-SGD analogue of momentum 0.9; for SGNHT, h A).
+# step_size="auto" is each spec's ``network_learning_rate``.
 _AUTO_MOMENTUM_DECAY = 0.1
+
+
+def _second_order(sampler):
+    """True where ``step_size="auto"`` is ``h = sqrt(lr / n)``: the dynamics
+    moves ``theta`` through a momentum, so a step moves it by ``~h**2 g``
+    (SG-HMC leapfrog redraws its momentum every step, hence no
+    ``has_momentum`` in its spec, but moves through it within a step)."""
+    return DYNAMICS[sampler].has_momentum or sampler == "sghmc-leapfrog"
 
 _TORCH_HINT = (
     "SGMCMCMLPClassifier needs PyTorch; install it with "
@@ -90,20 +108,17 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
         Hidden-layer activation.
 
-    sampler : {"sgld", "psgld", "sghmc"}, default="sgld"
-        Dynamics, with ``h = step_size``, ``T = temperature`` and ``xi``
-        standard normal:
-
-        - ``"sgld"``: ``theta <- theta - h g + sqrt(2 h T) xi``;
-        - ``"psgld"`` (RMSprop preconditioner, ``a = 0.99``,
-          ``lambda = 1e-5``, the ``Gamma`` correction dropped):
-          ``V <- a V + (1 - a) (g/n)^2``, ``G = 1 / (lambda + sqrt(V))``,
-          ``theta <- theta - h G g + sqrt(2 h T G) xi``; ``V`` starts at
-          ``(g/n)^2`` of the first minibatch rather than at zero;
-        - ``"sghmc"`` (underdamped Langevin, Euler-Maruyama, friction
-          ``gamma``): ``theta <- theta + h r``,
-          ``r <- r - h (g + gamma r) + sqrt(2 gamma T h) xi``; the momentum
-          starts at ``N(0, T I)``.
+{sampler_doc}
+        With ``h = step_size``, ``T = temperature``, ``g`` the gradient
+        estimate (prior term exact) and ``xi`` standard normal, e.g.
+        ``"sgld"``: ``theta <- theta - h g + sqrt(2 h T) xi``. On this
+        estimator (no whitened metric) every dynamics runs in the
+        parameters' own coordinates: pSGLD's ``V`` starts at ``(g/n)^2`` of
+        the first minibatch; the momentum (ULD: velocity, variance ``u T``)
+        starts at ``N(0, T I)``; BAOAB spends one estimate per step (the
+        closing half-kick of a step and the opening one of the next share
+        it); SG-HMC leapfrog spends ``n_leapfrog + 1`` estimates per kept
+        step and has no Metropolis test.
 
     subsampling : {"uniform", "ewsg", "svrg", "cv"}, default="uniform"
         Estimator ``g`` of ``grad U(theta)``; the prior term ``alpha theta`` is
@@ -124,12 +139,15 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         Step size ``h``. The potential sums over the data, so ``h`` must
         shrink like ``1 / n_rows``: ``h * n_rows`` is the learning rate of the
         equivalent SGD on the mean loss (SGLD; for pSGLD the RMSprop learning
-        rate; for SGHMC ``h**2 * n_rows`` is that of momentum SGD).
+        rate; for the dynamics with a momentum -- SGHMC, ULD, BAOAB, SGNHT,
+        SG-HMC leapfrog -- ``h**2 * n_rows`` is that of momentum SGD).
         ``"auto"`` sets it from the number of rows of the data being fitted:
         ``0.2 / n_rows`` (SGLD), ``1e-3 / n_rows`` (pSGLD) and
-        ``sqrt(0.01 / n_rows)`` (SGHMC): learning rates that worked from 400
-        to 60,000 rows (breast cancer, digits, MNIST, synthetic data), where a
-        fixed value such as ``1e-4`` diverges or stalls beyond ~20,000 rows.
+        ``sqrt(0.01 / n_rows)`` (the momentum dynamics): learning rates that
+        worked for SGLD, pSGLD and SGHMC from 400 to 60,000 rows (breast
+        cancer, digits, MNIST, synthetic data), where a fixed value such as
+        ``1e-4`` diverges or stalls beyond ~20,000 rows; the newer momentum
+        dynamics reuse SGHMC's (tested on small problems only).
         With row weights (``sample_weight``, ``class_weight``) ``n_rows`` is
         the total weight ``sum_i w_i``, the amount of data in the potential
         (integer weights then get the step of the repeated rows; pSGLD's
@@ -173,12 +191,18 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         its ``sample_weight``. :meth:`partial_fit` computes ``"balanced"``
         on each call's rows (each call targets the posterior given them).
 
-    friction : float or "auto", default="auto"
-        SGHMC friction ``gamma`` (used by ``sampler="sghmc"`` only); the
-        momentum decays by ``1 - h * gamma`` per step. ``"auto"`` is
-        ``0.1 / h``, a decay of 0.1 per step (the momentum-SGD analogue of
+{friction_doc}
+        Here ``"auto"`` is ``0.1 / h``, a momentum decay ``h * gamma`` (for
+        ``"sgnht"``, ``h * A``) of 0.1 per step (the momentum-SGD analogue of
         momentum 0.9, as recommended by Chen et al.). The value used is
-        ``friction_``.
+        ``friction_``. Refused (``ValueError``) when set with a sampler that
+        does not use it.
+
+{inv_mass_doc}
+        Refused when set with another sampler.
+
+{n_leapfrog_doc}
+        Here ``"auto"`` is 10. Refused when set with another sampler.
 
     ewsg_chain_length : int, default=1
         Length ``M`` of the EWSG index chain; a step costs ``M + 1``
@@ -222,8 +246,8 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
 
     warm_start : bool, default=False
         When True, ``fit`` continues every chain from its last state
-        (parameters, momentum, pSGLD accumulator, minibatch permutation and
-        generator state) without a new warm-up, and *replaces*
+        (parameters, momentum, SGNHT thermostat, pSGLD accumulator, minibatch
+        permutation and generator state) without a new warm-up, and *replaces*
         ``coef_samples_`` with the ``n_samples`` new draws per chain.
         (:meth:`partial_fit` instead *appends* its draws.) The classes, the
         number of features and the architecture must not change.
@@ -289,7 +313,8 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         resolved, clipped to the rows).
 
     friction_ : float or None
-        SGHMC friction used by the last fit (None for other samplers).
+        Friction (``"sgnht"``: diffusion A) used by the last fit, for the
+        samplers that own ``friction`` (None for the others).
 
     See Also
     --------
@@ -303,7 +328,8 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     References
     ----------
     Welling & Teh (2011), SGLD; Li et al. (2016), pSGLD; Chen et al. (2014),
-    SGHMC; Li et al. (EWSG, ICLR 2021); Dubey et al. (2016), SVRG-LD;
+    SGHMC; Cheng et al. (2018), ULD; Leimkuhler & Matthews (2013), BAOAB;
+    Ding et al. (2014), SGNHT; Li et al. (EWSG, ICLR 2021); Dubey et al. (2016), SVRG-LD;
     Baker et al. (2019), control variates.
 
     Examples
@@ -324,8 +350,8 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions({"identity", "logistic", "tanh", "relu"})],
-        "sampler": [StrOptions({"sgld", "psgld", "sghmc"})],
-        "subsampling": [StrOptions({"uniform", "ewsg", "svrg", "cv"})],
+        "sampler": [StrOptions(set(dynamics_for(NETWORK)))],
+        "subsampling": [StrOptions(set(estimators_for(NETWORK)))],
         "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
         "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "n_samples": [Interval(Integral, 1, None, closed="left")],
@@ -335,7 +361,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         "alpha": [Interval(Real, 0, None, closed="left")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
         "class_weight": [StrOptions({"balanced"}), dict, None],
-        "friction": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        **hyperparameter_constraints(),  # friction, inv_mass, n_leapfrog
         "ewsg_chain_length": [Interval(Integral, 1, None, closed="left")],
         "snapshot_period": [None, Interval(Integral, 1, None, closed="left")],
         "map_epochs": [Interval(Integral, 0, None, closed="left")],
@@ -365,6 +391,8 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         temperature=1.0,
         class_weight=None,
         friction="auto",
+        inv_mass=1.0,
+        n_leapfrog="auto",
         ewsg_chain_length=1,
         snapshot_period=None,
         map_epochs=10,
@@ -390,6 +418,8 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         self.temperature = temperature
         self.class_weight = class_weight
         self.friction = friction
+        self.inv_mass = inv_mass
+        self.n_leapfrog = n_leapfrog
         self.ewsg_chain_length = ewsg_chain_length
         self.snapshot_period = snapshot_period
         self.map_epochs = map_epochs
@@ -411,9 +441,10 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"subsampling={sub!r} is not available for SGMCMCMLPClassifier: "
                 f"{_UNSUPPORTED_SUBSAMPLING[sub.lower()]}. "
-                "Use one of 'uniform', 'ewsg', 'svrg', 'cv'."
+                f"Use one of {', '.join(repr(n) for n in estimators_for(NETWORK))}."
             )
         self._validate_params()
+        self._check_parameters_act()
         hidden = self.hidden_layer_sizes
         if isinstance(hidden, Integral):
             hidden = [hidden]
@@ -425,6 +456,22 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
                 f"{self.hidden_layer_sizes!r}."
             )
         return tuple(int(h) for h in hidden)
+
+    def _check_parameters_act(self):
+        """A sampler hyperparameter set away from its default must act on the
+        fit, or the fit is refused (a setting silently ignored is a wrong
+        answer given quietly); the owners are the specs'."""
+        problems = []
+        for name, (default, owners) in sampler_owners().items():
+            value = getattr(self, name)
+            if value != default and self.sampler not in owners:
+                problems.append(
+                    f"{name}={value!r} has no effect with sampler={self.sampler!r} "
+                    f"(it acts with {sorted(owners)})")
+        if problems:
+            raise ValueError(
+                "; ".join(problems) + ". Leave the parameter at its default, or choose "
+                "a sampler it applies to.")
 
     def _resolve_device(self, torch):
         """Map the ``device`` parameter to a torch device string."""
@@ -449,8 +496,8 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         """``(step_size, friction)`` for data of ``n_data`` rows, or total
         weight ``n_data`` with row weights ("auto" resolved)."""
         if self.step_size == "auto":
-            lr = _AUTO_LEARNING_RATE[self.sampler]
-            h = math.sqrt(lr / n_data) if self.sampler == "sghmc" else lr / n_data
+            lr = DYNAMICS[self.sampler].network_learning_rate
+            h = math.sqrt(lr / n_data) if _second_order(self.sampler) else lr / n_data
         else:
             h = float(self.step_size)
         gamma = _AUTO_MOMENTUM_DECAY / h if self.friction == "auto" else float(self.friction)
@@ -466,6 +513,8 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             "alpha": float(self.alpha),
             "temperature": float(self.temperature),
             "friction": gamma,
+            "inv_mass": float(self.inv_mass),
+            "n_leapfrog": self.n_leapfrog,  # "auto" resolved by the runner
             "ewsg_chain_length": int(self.ewsg_chain_length),
             "snapshot_period": self.snapshot_period,
             "map_epochs": int(self.map_epochs),
@@ -729,7 +778,8 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         self.device_ = device
         self.step_size_ = params["step_size"]
         self.batch_size_ = int(batch_size)
-        self.friction_ = params["friction"] if self.sampler == "sghmc" else None
+        self.friction_ = (params["friction"]
+                          if "friction" in DYNAMICS[self.sampler].hyperparameters else None)
         return self
 
     # ------------------------------------------------------------------
@@ -859,3 +909,18 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         tags.classifier_tags.multi_class = True
         tags.classifier_tags.multi_label = False
         return tags
+
+
+def _from_specs(doc):
+    """Fill the ``{sampler_doc}``-style placeholders of the class docstring
+    with the entries written from the specs (``str.format`` would trip on
+    the docstring's own braces)."""
+    for key, text in (("{sampler_doc}", sampler_doc(NETWORK, "sgld")),
+                      ("{friction_doc}", hyperparameter_doc(NETWORK, ["friction"])),
+                      ("{inv_mass_doc}", hyperparameter_doc(NETWORK, ["inv_mass"])),
+                      ("{n_leapfrog_doc}", hyperparameter_doc(NETWORK, ["n_leapfrog"]))):
+        doc = doc.replace(key, text)
+    return doc
+
+
+SGMCMCMLPClassifier.__doc__ = _from_specs(SGMCMCMLPClassifier.__doc__)

@@ -14,10 +14,12 @@ every minibatch gradient is the gradient of the loss *summed* over the rows
 of the batch (weighted by the rows' frequency weights ``w_i`` when the chain
 has them), written directly into a preallocated flat buffer.
 
-On the CPU a step of the dynamics is one fused sweep
+The dynamics (one class per ``sampler=``) are in :mod:`._net_dynamics`. On
+the CPU a step of SGLD, pSGLD, SGHMC, BAOAB or SGNHT is one fused sweep
 (:mod:`skbayes_sg._sampling._flat_dynamics`) with the noise from a vectorised
 :class:`~skbayes_sg._sampling._normal_stream.NormalStream`; on other devices
-it is the same formulas as torch operations (``ChainRunner.step``).
+(and for ULD and SG-HMC leapfrog everywhere) it is the same formulas as torch
+operations.
 """
 
 import math
@@ -26,13 +28,8 @@ import time
 import numpy as np
 import torch
 
-from .._sampling import _flat_dynamics as flat_dynamics
 from .._sampling._normal_stream import NormalStream
-
-# pSGLD constants (the formula sheet, doc/algorithms.rst): RMSprop decay ``a`` and
-# regulariser ``lambda``.
-PSGLD_DECAY = 0.99
-PSGLD_EPS = 1e-5
+from ._net_dynamics import NETWORK_DYNAMICS, PSGLD_DECAY, PSGLD_EPS  # noqa: F401
 
 # Rows per chunk when a full-data gradient is needed (SVRG snapshots, CV mode).
 _FULL_GRAD_CHUNK = 4096
@@ -316,8 +313,10 @@ def draws_log_likelihood(net, draws, X, y_idx, *, device, dtype, max_draws):
 class ChainRunner:
     """Run one SG-MCMC chain on a data set held on the device.
 
-    The chain state (parameters, momentum, pSGLD accumulator, minibatch
-    permutation, SVRG/CV anchors, generator state) lives in ``self.state``;
+    The chain state (parameters, momentum, thermostat, pSGLD accumulator,
+    minibatch permutation, SVRG/CV anchors, generator state) lives in
+    ``self.state``; the dynamics (``self.dynamics``, one
+    :mod:`._net_dynamics` class per sampler) add and update their entries;
     :meth:`dump_state` / :meth:`load_state` convert it to and from numpy
     arrays so that the estimator can store it (pickling) and continue the
     chain later (``warm_start`` / ``partial_fit``).
@@ -330,7 +329,8 @@ class ChainRunner:
     params : dict
         ``sampler, subsampling, step_size, batch_size, alpha, temperature,
         friction, ewsg_chain_length, snapshot_period, map_epochs,
-        map_learning_rate, verbose``.
+        map_learning_rate, verbose`` and optionally ``inv_mass`` (default 1)
+        and ``n_leapfrog`` (default 10).
     generator : torch.Generator
         The chain's generator (on the device).
     weights : tensor of shape (n,) or None, default=None
@@ -379,9 +379,16 @@ class ChainRunner:
         self._noise_np = self.noise.numpy() if self.on_cpu else None
         self.fused = self.on_cpu
         if params["subsampling"] == "ewsg":
-            # the proposed candidate's gradient, and the energies' shared term
+            # the proposed candidate's gradient
             self._cand = torch.empty(P, device=self.device, dtype=self.dtype)
-            self._ewsg_work = torch.empty(P, device=self.device, dtype=self.dtype)
+        self._ewsg_work = []  # scratch of the dynamics' EWSG energies
+        self.dynamics = NETWORK_DYNAMICS[params["sampler"]](self)
+
+    def ewsg_work(self, k=0):
+        """Scratch vector ``k`` (``P`` numbers) of the EWSG energies."""
+        while len(self._ewsg_work) <= k:
+            self._ewsg_work.append(torch.empty_like(self.grad_buf))
+        return self._ewsg_work[k]
 
     def _views_of(self, flat):
         """Per-layer views of ``flat``, cached (the cache holds ``flat``, so
@@ -401,24 +408,27 @@ class ChainRunner:
             seed = int(torch.randint(0, 2 ** 62, (1,), generator=self.g, device=self.device))
             self.normal_stream = NormalStream(seed)
 
-    def _draw_noise(self):
-        """``self.noise`` <- standard normals."""
+    def draw_noise(self, out=None):
+        """``out`` (default ``self.noise``) <- standard normals: the CPU
+        stream on the CPU, the chain's torch generator elsewhere."""
+        out = self.noise if out is None else out
         if self.on_cpu:
-            self.normal_stream.fill(self._noise_np)
+            self.normal_stream.fill(self._noise_np if out is self.noise else out.numpy())
         else:
-            self.noise.normal_(generator=self.g)
-        return self.noise
+            out.normal_(generator=self.g)
+        return out
+
+    _draw_noise = draw_noise
 
     def init_state(self):
-        """Fresh chain: Glorot-initialised parameters, momentum ~ N(0, T I)."""
+        """Fresh chain: Glorot-initialised parameters, then the dynamics'
+        entries (momentum ~ N(0, T I), thermostat, ...)."""
         theta = self.net.init_params(self.g, self.device, self.dtype)
         self._seed_normal_stream()
         st = {"theta": theta, "perm": None, "pos": 0, "step": 0,
               "V": None, "r": None, "anchor": None, "since_snapshot": 0,
-              "ewsg_accept": 0, "ewsg_proposals": 0}
-        if self.p["sampler"] == "sghmc":
-            r = torch.empty_like(theta).normal_(generator=self.g)
-            st["r"] = r.mul_(math.sqrt(self.p["temperature"]))
+              "ewsg_accept": 0, "ewsg_proposals": 0, "thermostat": None, "p_mid": None}
+        self.dynamics.init_state(st)
         self.state = st
         if self.p["subsampling"] == "cv":
             self._find_mode()
@@ -433,6 +443,8 @@ class ChainRunner:
             out[key] = None if val is None else val.detach().cpu().numpy().copy()
         for key in ("pos", "step", "since_snapshot", "ewsg_accept", "ewsg_proposals"):
             out[key] = int(st[key])
+        out["thermostat"] = None if st["thermostat"] is None else float(st["thermostat"])
+        out["p_mid"] = st["p_mid"]
         out["generator"] = self.g.get_state().numpy().copy()
         out["normal_stream"] = (None if self.normal_stream is None
                                 else self.normal_stream.get_state())
@@ -448,6 +460,11 @@ class ChainRunner:
                 device=self.device, dtype=self.dtype).clone()
         for key in ("pos", "step", "since_snapshot", "ewsg_accept", "ewsg_proposals"):
             st[key] = int(saved[key])
+        # states pickled before SGNHT / BAOAB existed lack these
+        xi = saved.get("thermostat")
+        st["thermostat"] = None if xi is None else torch.tensor(
+            float(xi), dtype=torch.float64, device=self.device)
+        st["p_mid"] = saved.get("p_mid")
         if saved["perm"] is not None and saved["n_data"] == self.n and len(saved["perm"]) == self.n:
             st["perm"] = torch.as_tensor(saved["perm"]).to(self.device)
         else:
@@ -459,9 +476,8 @@ class ChainRunner:
         else:  # a fresh chain, or one continued on another device
             self._seed_normal_stream()
         self.state = st
-        if self.p["sampler"] == "sghmc" and st["r"] is None:
-            r = torch.empty_like(st["theta"]).normal_(generator=self.g)
-            st["r"] = r.mul_(math.sqrt(self.p["temperature"]))
+        # what this sampler needs and the saved chain lacks (another sampler's)
+        self.dynamics.init_state(st)
         if self.p["subsampling"] == "cv" and st["anchor"] is None:
             self._find_mode()
         elif st["anchor"] is not None:
@@ -557,48 +573,13 @@ class ChainRunner:
         loss = self.batch_grad(theta, idx, buf)
         return loss, buf, self.scale
 
-    def _psgld_D(self):
-        """pSGLD's ``D = lambda + sqrt(V)`` (the preconditioner is ``1 / D``)."""
-        return torch.sqrt(self.state["V"]).add_(PSGLD_EPS)
-
     def _ewsg_energy_fn(self, theta):
         """``E(buf, c) = 1/2 ||x + w||^2`` of a candidate ``c * buf + alpha * theta``
         for the dynamics in use (the formula sheet, doc/algorithms.rst, "EWSG"),
-        at the current state.
-
-        SGLD (``c = h``, ``s = sqrt(2hT)``, ``x = 0``) and SGHMC (``c = h``,
-        ``s = sigma sqrt(h)``, ``x = sqrt(h) gamma r / sigma``) need
-        ``k ||c buf + u||^2`` with ``u`` shared by the candidates
-        (``alpha theta``, plus ``gamma r`` for SGHMC): expanded into two dot
-        products per candidate, so candidates are never materialised. pSGLD
-        (``c = h G``, ``s = sqrt(2 h T G)``, ``x = 0``, ``G = 1 / D`` of the
-        previous ``V``) weights the norm by ``1 / D`` and materialises them.
-        """
-        h, T = self.p["step_size"], self.p["temperature"]
-        alpha = self.p["alpha"]
-        sampler = self.p["sampler"]
-        if sampler == "psgld":
-            D = self._psgld_D()
-            g = self._ewsg_work
-
-            def energy(buf, c):
-                torch.mul(buf, c, out=g)
-                if alpha != 0.0:
-                    g.add_(theta, alpha=alpha)
-                return (h / (4.0 * T)) * torch.dot(g, g / D)
-            return energy
-        u = torch.mul(theta, alpha, out=self._ewsg_work)
-        if sampler == "sghmc":
-            gamma = self.p["friction"]
-            u.add_(self.state["r"], alpha=gamma)
-            k = h / (4.0 * gamma * T)
-        else:
-            k = h / (4.0 * T)
-        uu = torch.dot(u, u)
-
-        def energy(buf, c):
-            return k * (c * c * torch.dot(buf, buf) + 2.0 * c * torch.dot(buf, u) + uu)
-        return energy
+        at the current state (``theta`` is the state's): see
+        :meth:`._net_dynamics.NetworkDynamics.ewsg_energy`."""
+        assert theta is self.state["theta"]
+        return self.dynamics.ewsg_energy(self.state)
 
     def ewsg_estimate(self, theta):
         """EWSG: Metropolis index chain of length M over candidate minibatches.
@@ -610,12 +591,11 @@ class ChainRunner:
         """
         M = int(self.p["ewsg_chain_length"])
         loss, buf, c = self.estimate(theta, self.grad_buf)
-        if self.p["sampler"] == "psgld":
-            self._psgld_init(buf, c, theta)  # the energies use its D
-        energy = self._ewsg_energy_fn(theta)
+        st = self.state
+        self.dynamics.prepare(st, buf, c)  # pSGLD: its energies use D of V
+        energy = self.dynamics.ewsg_energy(st)
         e_cur = energy(buf, c)
         cand = self._cand
-        st = self.state
         for _ in range(M):
             # every candidate comes from the same estimator: the same scale c
             loss_c, cand, _ = self.estimate(theta, cand)
@@ -638,69 +618,11 @@ class ChainRunner:
         return loss, buf, c
 
     # ----------------------------------------------------------- dynamics
-    def _psgld_init(self, buf, c, theta):
-        """Start ``V`` at ``(g / n_eff)**2`` of the chain's first estimate
-        ``g = c * buf + alpha * theta`` (a no-op once ``V`` exists; ``n_eff``
-        is the total weight, ``n`` without weights).
-
-        Not at zero, which would make the first steps ``1 / lambda`` times
-        too large; the first update then leaves ``V`` unchanged.
-        """
-        if self.state["V"] is None:
-            g = torch.mul(buf, c).add_(theta, alpha=self.p["alpha"])
-            self.state["V"] = g.mul_(g).div_(float(self.n_eff) ** 2)
-
     def step(self, buf, c):
-        """One update of the dynamics with the estimate ``c * buf + alpha * theta``.
-
-        On the CPU one fused sweep (:mod:`skbayes_sg._sampling._flat_dynamics`);
-        elsewhere the same formulas as torch operations.
-        """
-        st = self.state
-        theta = st["theta"]
-        h, T, alpha = self.p["step_size"], self.p["temperature"], self.p["alpha"]
-        sampler = self.p["sampler"]
-        if sampler == "psgld":
-            self._psgld_init(buf, c, theta)
-        if self.fused:
-            self._cpu_step(theta, buf.numpy(), c, alpha, h, T)
-            return
-        g_hat = torch.mul(buf, c, out=self.grad_buf2)  # scratch, never a ``buf``
-        if alpha != 0.0:
-            g_hat.add_(theta, alpha=alpha)
-        noise = self._draw_noise()
-        if sampler == "sgld":
-            theta.add_(g_hat, alpha=-h).add_(noise, alpha=math.sqrt(2.0 * h * T))
-        elif sampler == "psgld":
-            st["V"].mul_(PSGLD_DECAY).addcmul_(
-                g_hat, g_hat, value=(1.0 - PSGLD_DECAY) / float(self.n_eff) ** 2)
-            D = self._psgld_D()
-            # theta - h G g + sqrt(2 h T G) xi with G = 1 / D
-            theta.addcdiv_(g_hat, D, value=-h)
-            theta.addcdiv_(noise, torch.sqrt(D), value=math.sqrt(2.0 * h * T))
-        else:  # sghmc, Euler-Maruyama
-            gamma = self.p["friction"]
-            r = st["r"]
-            theta.add_(r, alpha=h)
-            r.mul_(1.0 - h * gamma).add_(g_hat, alpha=-h)
-            r.add_(noise, alpha=math.sqrt(2.0 * gamma * T * h))
-
-    def _cpu_step(self, theta, buf, c, alpha, h, T):
-        """The fused CPU kernels; the formulas of :meth:`step`."""
-        st = self.state
-        sampler = self.p["sampler"]
-        stream = self.normal_stream
-        if sampler == "sgld":
-            flat_dynamics.sgld_step(stream, theta.numpy(), buf, c, alpha, h,
-                                    math.sqrt(2.0 * h * T))
-        elif sampler == "psgld":
-            flat_dynamics.psgld_step(stream, theta.numpy(), st["V"].numpy(), buf, c,
-                                     alpha, h, math.sqrt(2.0 * h * T), PSGLD_DECAY,
-                                     PSGLD_EPS, 1.0 / self.n_eff)
-        else:
-            gamma = self.p["friction"]
-            flat_dynamics.sghmc_step(stream, theta.numpy(), st["r"].numpy(), buf, c,
-                                     alpha, h, gamma, math.sqrt(2.0 * gamma * T * h))
+        """One update of a one-estimate dynamics with the estimate
+        ``c * buf + alpha * theta`` (on the CPU one fused sweep where a kernel
+        exists, elsewhere torch operations): ``self.dynamics.apply``."""
+        self.dynamics.apply(self.state, buf, c)
 
     # ----------------------------------------------------------- driver
     def run(self, n_steps, *, n_warmup, thin, samples, chain_label=""):
@@ -719,7 +641,7 @@ class ChainRunner:
         """
         st = self.state
         p = self.p
-        ewsg = p["subsampling"] == "ewsg"
+        estimate = self.ewsg_estimate if p["subsampling"] == "ewsg" else self.estimate
         svrg = p["subsampling"] == "svrg"
         period = p["snapshot_period"] or int(math.ceil(self.n / self.b))
         verbose = p["verbose"]
@@ -733,11 +655,8 @@ class ChainRunner:
                 st["anchor"] = st["theta"].clone()
                 self.anchor_grad = self.full_grad(st["anchor"])
                 st["since_snapshot"] = 0
-            if ewsg:
-                loss, buf, c = self.ewsg_estimate(st["theta"])
-            else:
-                loss, buf, c = self.estimate(st["theta"])
-            self.step(buf, c)
+            # one step of the dynamics: one estimate (K + 1 for leapfrog)
+            loss = self.dynamics.step(st, estimate)
             st["step"] += 1
             if svrg:
                 st["since_snapshot"] += 1
