@@ -145,6 +145,56 @@ def estimator_parameters(**own):
     return decorate
 
 
+class PosteriorPredictiveMixin:
+    """The posterior predictive of a regression model, for every model of
+    the registry that can draw observations (``GLM.sample``): ridge, Poisson."""
+
+    def _likelihood_target(self, y, n_rows):
+        if np.shape(y)[0] != n_rows:
+            raise ValueError(f"y has {np.shape(y)[0]} values for {n_rows} rows of X; pass "
+                             "the targets of the rows of X.")
+        return self._model_spec().validate_targets(y)
+
+    def _predictive_draws(self, X, rng):
+        """One observation per row and kept draw, from ``p(y | x^T w_s + b_s)``:
+        (n_samples, n_draws)."""
+        X = self._validate_X_predict(X)
+        model = self._model_spec()
+        out = None
+        for rows, Z in self._linear_predictor_draws(X):
+            block = model.sample(Z[:, :, 0], rng)
+            if out is None:
+                out = np.empty((X.shape[0], self._n_draws()), dtype=block.dtype)
+            out[rows] = block
+        return out
+
+    def sample_y(self, X, n_draws=1, random_state=None):
+        """Draw from the posterior predictive distribution.
+
+        Each draw picks a stored posterior draw ``(w_s, b_s)`` uniformly and
+        draws ``y`` from the model's likelihood at ``x^T w_s + b_s`` (ridge:
+        ``+ N(0, noise_var_)``; Poisson: ``Poisson(exp(.))``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        n_draws : int, default=1
+        random_state : int, RandomState instance or None, default=None
+
+        Returns
+        -------
+        y_samples : ndarray of shape (n_samples, n_draws)
+        """
+        X = self._validate_X_predict(X)
+        if not (isinstance(n_draws, numbers.Integral) and n_draws >= 1):
+            raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}.")
+        rng = check_random_state(random_state)
+        W, b = self._flat_draws()
+        pick = rng.randint(W.shape[0], size=n_draws)
+        Z = np.asarray(X @ W[pick, 0, :].T, dtype=np.float64) + b[pick, 0]
+        return self._model_spec().sample(Z, rng)
+
+
 class BaseSGMCMC(BaseEstimator):
     """Base class: parameter handling, the chains, posterior storage.
 

@@ -87,6 +87,7 @@ from sklearn.utils.sparsefuncs import mean_variance_axis, min_max_axis
 from . import __version__
 from ._sampling._glm import model_spec
 from ._sampling._registry import SAMPLERS, SUBSAMPLINGS
+from ._sampling._specs import NETWORK, dynamics_for, estimators_for
 from .diagnostics._convergence import (
     MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, MCMCConvergenceWarning, SummaryTable,
     bulk_ess_and_rhat, check_convergence, ess, rhat, summary)
@@ -175,12 +176,13 @@ def add_arguments(parser):
     parser.add_argument("--sampler", choices=["auto", *SAMPLERS], default="auto",
                         metavar="NAME",
                         help=f"dynamics: auto or one of {', '.join(SAMPLERS)} (default: "
-                             "auto; --model mlp: sgld, psgld or sghmc, auto is sgld)")
+                             f"auto; --model mlp: {', '.join(dynamics_for(NETWORK))}, auto "
+                             "is sgld)")
     parser.add_argument("--subsampling", choices=["auto", *SUBSAMPLINGS], default="auto",
                         metavar="NAME",
                         help=f"gradient estimator: auto or one of {', '.join(SUBSAMPLINGS)} "
-                             "(default: auto; --model mlp: uniform, ewsg, svrg or cv, auto is "
-                             "uniform)")
+                             f"(default: auto; --model mlp: {', '.join(estimators_for(NETWORK))}"
+                             ", auto is uniform)")
     parser.add_argument("--metric", choices=("auto", "dense", "diagonal", "identity"),
                         default="auto",
                         help="coordinates of the sampler: the Laplace metric (dense or "

@@ -95,6 +95,11 @@ class ModelSpec:
         """Encoded targets as float64, or a ValueError naming ``name``."""
         return _finite(y, name)
 
+    def sample(self, glm, Z, rng):
+        """Observations drawn from ``p(y | z)`` for a regression model, shape of
+        ``Z`` (one output); the posterior predictive's last step."""
+        raise NotImplementedError(f"the {self.name} model draws no observations")
+
     def settings(self, glm):
         """The fitted settings of the model (saved with the draws), a dict."""
         return {}
@@ -154,6 +159,9 @@ class GaussianSpec(ModelSpec):
 
     def settings(self, glm):
         return {"noise_var": float(glm.noise_var)}
+
+    def sample(self, glm, Z, rng):
+        return Z + rng.normal(scale=np.sqrt(glm.noise_var), size=Z.shape)
 
     def log_predictive(self, glm, Z, y):
         # the loss drops log(2 pi sigma^2) / 2 per output
@@ -222,6 +230,9 @@ class PoissonSpec(ModelSpec):
 
     def log_predictive(self, glm, Z, y):
         return -self.loss(glm, Z, y) - gammaln(y + 1.0)
+
+    def sample(self, glm, Z, rng):
+        return rng.poisson(_poisson_rate(Z))
 
     def validate_targets(self, y, name="y"):
         y = _finite(y, name)
@@ -306,6 +317,10 @@ class GLM:
     def validate_targets(self, y, name="y"):
         """The targets as the loss reads them (float64), or a ValueError naming ``name``."""
         return self.spec.validate_targets(y, name)
+
+    def sample(self, Z, rng):
+        """Observations from ``p(y | z)`` (regression models), shape of ``Z``."""
+        return self.spec.sample(self, Z, rng)
 
     def settings(self):
         """The model's fitted settings (``noise_var`` for Gaussian), a dict."""

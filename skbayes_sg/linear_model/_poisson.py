@@ -1,17 +1,15 @@
 """Bayesian Poisson regression (log link, counts) by SG-MCMC."""
-import numbers
 
 import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.metrics import d2_tweedie_score
-from sklearn.utils import check_random_state
 
-from .._base import BaseSGMCMC
+from .._base import BaseSGMCMC, PosteriorPredictiveMixin
 from .._sampling._glm import GLM, POISSON, model_spec
 from ._logistic import _DOC_ATTRS, _DOC_PARAMS
 
 
-class SGMCMCPoissonRegressor(RegressorMixin, BaseSGMCMC):
+class SGMCMCPoissonRegressor(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
     # assembled from shared parameter text: a bare string expression would
     # not become the docstring
     __doc__ = """Bayesian Poisson regression (log link) sampled by stochastic-gradient MCMC.
@@ -114,46 +112,6 @@ class SGMCMCPoissonRegressor(RegressorMixin, BaseSGMCMC):
         y = self._likelihood_target(np.asarray(y).ravel(), np.shape(X)[0])
         return float(d2_tweedie_score(y, self.predict(X), sample_weight=sample_weight,
                                       power=1))
-
-    def _likelihood_target(self, y, n_rows):
-        if np.shape(y)[0] != n_rows:
-            raise ValueError(f"y has {np.shape(y)[0]} values for {n_rows} rows of X; pass "
-                             "the targets of the rows of X.")
-        return self._model_spec().validate_targets(y)
-
-    def _predictive_draws(self, X, rng):
-        """A count per row and draw from ``Poisson(exp(x^T w_s + b_s))``:
-        (n_samples, n_draws)."""
-        X = self._validate_X_predict(X)
-        out = np.empty((X.shape[0], self._n_draws()), dtype=np.int64)
-        for rows, Z in self._linear_predictor_draws(X):
-            out[rows] = rng.poisson(np.exp(Z[:, :, 0]))
-        return out
-
-    def sample_y(self, X, n_draws=1, random_state=None):
-        """Draw from the posterior predictive distribution.
-
-        Each draw picks a stored posterior draw ``(w_s, b_s)`` uniformly and
-        draws ``y ~ Poisson(exp(x^T w_s + b_s))``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        n_draws : int, default=1
-        random_state : int, RandomState instance or None, default=None
-
-        Returns
-        -------
-        y_samples : ndarray of shape (n_samples, n_draws)
-        """
-        X = self._validate_X_predict(X)
-        if not (isinstance(n_draws, numbers.Integral) and n_draws >= 1):
-            raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}.")
-        rng = check_random_state(random_state)
-        W, b = self._flat_draws()
-        pick = rng.randint(W.shape[0], size=n_draws)
-        Z = np.asarray(X @ W[pick, 0, :].T, dtype=np.float64) + b[pick, 0]
-        return rng.poisson(np.exp(Z))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -6,16 +6,15 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.sparse.linalg import LinearOperator, cg, lsqr
 from sklearn.base import RegressorMixin
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._base import BaseSGMCMC, estimator_parameters
+from .._base import BaseSGMCMC, PosteriorPredictiveMixin, estimator_parameters
 from .._sampling._glm import GAUSSIAN, GLM, model_spec
 from ._logistic import _DOC_ATTRS, _DOC_PARAMS
 
 
 @estimator_parameters(noise_var="auto", alpha="auto")
-class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
+class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
     # assembled from shared parameter text: a bare string expression would
     # not become the docstring
     __doc__ = """Bayesian ridge regression sampled by stochastic-gradient MCMC.
@@ -171,49 +170,9 @@ class SGMCMCRidge(RegressorMixin, BaseSGMCMC):
                 std[rows] = np.sqrt(Z[:, :, 0].var(axis=1) + self.noise_var_)
         return (mean, std) if return_std else mean
 
-    def _likelihood_target(self, y, n_rows):
-        if np.shape(y)[0] != n_rows:
-            raise ValueError(f"y has {np.shape(y)[0]} values for {n_rows} rows of X; pass "
-                             "the targets of the rows of X.")
-        return self._model_spec().validate_targets(y)
-
     def _model_spec(self):
         """The fitted Gaussian model, with ``noise_var_``."""
         return GLM(GAUSSIAN, 1, float(self.noise_var_))
-
-    def _predictive_draws(self, X, rng):
-        """``x^T w_s + b_s + N(0, noise_var_)`` per row and draw: (n_samples, n_draws)."""
-        X = self._validate_X_predict(X)
-        out = np.empty((X.shape[0], self._n_draws()))
-        for rows, Z in self._linear_predictor_draws(X):
-            out[rows] = Z[:, :, 0] + rng.normal(scale=np.sqrt(self.noise_var_),
-                                                size=Z.shape[:2])
-        return out
-
-    def sample_y(self, X, n_draws=1, random_state=None):
-        """Draw from the posterior predictive distribution.
-
-        Each draw picks a stored posterior draw ``(w_s, b_s)`` uniformly and
-        adds observation noise: ``y = x^T w_s + b_s + N(0, noise_var_)``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        n_draws : int, default=1
-        random_state : int, RandomState instance or None, default=None
-
-        Returns
-        -------
-        y_samples : ndarray of shape (n_samples, n_draws)
-        """
-        X = self._validate_X_predict(X)
-        if not (isinstance(n_draws, numbers.Integral) and n_draws >= 1):
-            raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}.")
-        rng = check_random_state(random_state)
-        W, b = self._flat_draws()
-        pick = rng.randint(W.shape[0], size=n_draws)
-        Z = np.asarray(X @ W[pick, 0, :].T, dtype=np.float64) + b[pick, 0]
-        return Z + rng.normal(scale=np.sqrt(self.noise_var_), size=Z.shape)
 
 
 #: above this many rows and coefficients both, the evidence is maximised by
