@@ -23,6 +23,7 @@ from threadpoolctl import threadpool_limits
 from ._sampling import _error_model, _schedule
 from ._sampling._chain import EWSG_CYCLIC_MESSAGE, EWSG_X_MODES
 from ._sampling._context import FitContext, FitSettings
+from ._sampling._draws import resolve_budget, resolve_dtype
 from ._sampling._lazy import LAZY_SAMPLERS, LAZY_SUBSAMPLINGS
 from ._sampling._metric import Metric
 from ._sampling._registry import (
@@ -109,6 +110,7 @@ BASE_PARAMETERS = {
     "temperature": 1.0, "init": "auto", "ewsg_chain_length": 1, "ewsg_x": "auto",
     "access": "random", "snapshot_period": "auto", "pv_threshold": "auto", "pilot_steps": 500,
     **{hp.name: hp.default for hp in HYPERPARAMETERS.values()},
+    "draws_dtype": "auto", "draws_memory_limit": "auto",
     "warm_start": False, "verbose": 0,
 }
 
@@ -234,6 +236,9 @@ class BaseSGMCMC(BaseEstimator):
         "warm_start": ["boolean"],
         "verbose": ["verbose"],
         **hyperparameter_constraints(),   # friction, inv_mass, n_leapfrog
+        "draws_dtype": [StrOptions({"auto", "float32", "float64"})],
+        "draws_memory_limit": [Interval(numbers.Real, 0, None, closed="neither"),
+                             StrOptions({"auto"})],
     }
 
     _parameter_defaults = BASE_PARAMETERS
@@ -312,7 +317,29 @@ class BaseSGMCMC(BaseEstimator):
         with threadpool_limits(limits=1, user_api="blas"):
             self._fit(X, y_enc, glm, continuing, weights)
         self._warn_if_unreliable()
+        self._warn_if_thinned_for_memory()
         return self
+
+    def _warn_if_thinned_for_memory(self):
+        """Say so when the memory budget made the store keep fewer draws."""
+        stride = getattr(self, "_storage_stride", 1)
+        if stride <= 1:
+            return
+        made = self.n_samples_ * stride
+        itemsize = self.coef_samples_.dtype.itemsize
+        need = self.n_chains * made * self._n_params() * itemsize / (1 << 30)
+        warnings.warn(
+            f"The {made} draws per chain would need {need:.2f} GiB, more than "
+            f"draws_memory_limit={self.draws_memory_limit!r} allows: every {stride}-th was "
+            f"stored (thin_={self.thin_}, n_samples_={self.n_samples_}). coef_, intercept_, "
+            "coef_std_ and intercept_std_ use every draw. To store them all, raise "
+            "draws_memory_limit, store float32 (draws_dtype='float32'), or ask for fewer "
+            "draws (n_samples, target_ess).", UserWarning, stacklevel=3)
+
+    def _n_params(self):
+        coef = self.coef_samples_
+        n_out = 1 if coef.ndim == 3 else coef.shape[2]
+        return n_out * (coef.shape[-1] + int(self.fit_intercept))
 
     def _row_weights(self, X, y, sample_weight):
         """The datum weights of this fit: ``sample_weight`` times the
@@ -876,7 +903,9 @@ class BaseSGMCMC(BaseEstimator):
             target_accept=_schedule.MH_TARGET_ACCEPT.get(setup.sampler, 0.8),
             max_step=setup.notes.get("max_step", np.inf),
             adapt_metric=metric.whitened and not continuing,
-            momentum_scale=setup.momentum_scale, setup_evals=ctx.n_grad_evals)
+            momentum_scale=setup.momentum_scale, setup_evals=ctx.n_grad_evals,
+            draws_dtype=resolve_dtype(self.draws_dtype, ctx.dim),
+            max_draws_bytes=resolve_budget(self.draws_memory_limit))
 
     # ---------------------------------------------------------------- results
     def _divergence_error(self, exc, setup):
@@ -897,7 +926,8 @@ class BaseSGMCMC(BaseEstimator):
         K, dext = ctx.glm.n_outputs, ctx.dext
         draws = outcome.draws
         n_kept = draws.shape[1]
-        self._store_draws(draws.reshape(self.n_chains, n_kept, K, dext), ctx)
+        self._store_draws(draws.reshape(self.n_chains, n_kept, K, dext), ctx, outcome.moments)
+        self._storage_stride = int(outcome.storage_stride)
         self.ess_ = np.asarray(outcome.ess, dtype=np.float64)
         self.rhat_ = np.asarray(outcome.rhat, dtype=np.float64)
         self.target_ess_ = float(plan.target_ess)
@@ -931,7 +961,7 @@ class BaseSGMCMC(BaseEstimator):
         self.batch_size_ = setup.batch_size
         self.n_warmup_ = int(outcome.n_warmup)
         self.n_samples_ = int(n_kept)
-        self.thin_ = int(plan.thin)
+        self.thin_ = int(plan.thin) * int(outcome.storage_stride)
         self.n_grad_evals_ = int(pool.n_grad_evals + ctx.n_grad_evals)
         self.n_passes_ = self.n_grad_evals_ / ctx.n
         self.n_setup_passes_ = ctx.n_grad_evals / ctx.n
@@ -965,12 +995,12 @@ class BaseSGMCMC(BaseEstimator):
         """A ``ConvergenceWarning`` naming what to change when the draws fall
         short of their effective sample size or the chains disagree."""
         from .diagnostics._convergence import (
-            MIN_ESS_PER_CHAIN, MCMCConvergenceWarning, _parameter_draws)
+            MIN_ESS_PER_CHAIN, MCMCConvergenceWarning, _parameter_reader)
         ess, rhat = self.ess_, self.rhat_
         auto = self.n_samples == "auto"
         target = self.target_ess_ if (auto or self.target_ess != "auto") \
             else MIN_ESS_PER_CHAIN * self.n_chains
-        _, names = _parameter_draws(self)
+        _, names, _ = _parameter_reader(self)   # the labels only: no copy of the draws
         messages = []
         if not np.any(np.isfinite(ess)):
             messages.append(
@@ -1053,7 +1083,8 @@ class BaseSGMCMC(BaseEstimator):
         ``_chain_states`` (the states its chains started from), so it can be
         retried with a smaller ``step_size``.
         """
-        names = ["coef_samples_", "intercept_samples_", "coef_", "intercept_"]
+        names = ["coef_samples_", "intercept_samples_", "coef_", "intercept_", "coef_std_",
+                 "intercept_std_"]
         if not keep_chains:
             names.append("_chain_states")
         for name in names:
@@ -1063,17 +1094,29 @@ class BaseSGMCMC(BaseEstimator):
     def _fit_context_hook(self, ctx):
         """Subclasses may resolve data-dependent settings (e.g. noise_var)."""
 
-    def _store_draws(self, draws, ctx):
-        """draws: (n_chains, n_samples, K, dext) -> public attributes."""
-        d = ctx.dext - int(ctx.fit_intercept)
+    def _store_draws(self, draws, ctx, moments):
+        """draws: (n_chains, n_samples, K, dext) -> public attributes; the
+        means and sds from ``moments`` (over every draw made, float64)."""
+        K, dext = ctx.glm.n_outputs, ctx.dext
+        d = dext - int(ctx.fit_intercept)
+        mean, var = (m.reshape(K, dext) for m in moments)
+        sd = np.sqrt(np.maximum(var, 0.0))
         coef = draws[..., :d]
-        intercept = draws[..., d] if ctx.fit_intercept else np.zeros(draws.shape[:-1])
-        if ctx.glm.n_outputs == 1:
+        if ctx.fit_intercept:
+            intercept = draws[..., d]
+            icpt_mean, icpt_sd = mean[:, d], sd[:, d]
+        else:
+            intercept = np.zeros(draws.shape[:-1], dtype=draws.dtype)
+            icpt_mean, icpt_sd = np.zeros(K), np.zeros(K)
+        coef_mean, coef_sd = mean[:, :d], sd[:, :d]
+        if K == 1:
             coef, intercept = coef[:, :, 0, :], intercept[:, :, 0]
+            coef_mean, coef_sd = coef_mean[0], coef_sd[0]
+            icpt_mean, icpt_sd = float(icpt_mean[0]), float(icpt_sd[0])
         self.coef_samples_ = coef
         self.intercept_samples_ = intercept
-        self.coef_ = coef.mean(axis=(0, 1))
-        self.intercept_ = intercept.mean(axis=(0, 1))
+        self.coef_, self.coef_std_ = coef_mean, coef_sd
+        self.intercept_, self.intercept_std_ = icpt_mean, icpt_sd
 
     # ------------------------------------------------------------- posterior
     def _flat_draws(self):

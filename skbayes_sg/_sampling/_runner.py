@@ -32,6 +32,8 @@ from ._registry import SAMPLERS, SUBSAMPLINGS
 SEGMENT_SECONDS = 0.1
 FIRST_SEGMENT_STEPS = 16
 SEGMENT_STEPS = 20000
+# a chain's float64 scratch for kept draws on their way to the fit's store
+SCRATCH_BYTES = 8 << 20
 # How long an interrupted fit waits for its chain threads to stop (each
 # stops within a segment)
 STOP_TIMEOUT = 10.0
@@ -124,7 +126,7 @@ class ChainSpec:
 
 @dataclass
 class ChainResult:
-    samples: np.ndarray       # (n_kept, dim) parameters, all finite
+    samples: object           # (n_kept, dim) parameters, all finite; None: in the store
     state: dict               # z, dynamics state, estimator state, bit generator state
     n_grad_evals: int
     n_steps_done: int
@@ -187,7 +189,7 @@ class _Progress:
 
 
 def run_chain(X, y, spec, state, n_steps, thin=1, keep=True, adapt=None, chain_id=0,
-              phase="sampling", log_sizes=False, stop_token=None):
+              phase="sampling", log_sizes=False, stop_token=None, sink=None):
     """Advance one chain by ``n_steps`` steps from ``state``.
 
     Parameters
@@ -225,13 +227,13 @@ def run_chain(X, y, spec, state, n_steps, thin=1, keep=True, adapt=None, chain_i
     STOP_REQUESTS.enter(stop_token)
     try:
         return _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase,
-                          log_sizes, stop_token)
+                          log_sizes, stop_token, sink)
     finally:
         STOP_REQUESTS.leave(stop_token)
 
 
 def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, log_sizes,
-               stop_token):
+               stop_token, sink=None):
     t0 = time.perf_counter()
     bitgen = np.random.PCG64()
     bitgen.state = state["bit_generator"]
@@ -260,7 +262,11 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
     dynamics.reset_acceptance()
 
     n_keep = n_steps // thin if keep else 0
-    samples = np.empty((n_keep, problem.dim))
+    # with a sink in this process the draws go through a bounded float64
+    # scratch into the fit's one store (no per-chain array of every draw)
+    direct = keep and sink is not None and sink.local
+    scratch_rows = max(1, SCRATCH_BYTES // (8 * problem.dim))
+    samples = np.empty((min(n_keep, scratch_rows) if direct else n_keep, problem.dim))
     adaptive = getattr(estimator, "is_adaptive", False)
     if adaptive and log_sizes:
         estimator.start_size_log(n_steps * (spec.ewsg_chain_length + 1))
@@ -275,7 +281,9 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
               (spec.bounds[0], spec.bounds[1], spec.bounds[2] * slack))
     while done < n_steps and not diverged:
         chunk = min(segment * thin, n_steps - done)
-        view = samples[kept:] if keep else None
+        if direct:
+            chunk = min(chunk, scratch_rows * thin)
+        view = (samples if direct else samples[kept:]) if keep else None
         t_seg = time.perf_counter()
         if lazy:
             n_done, n_kept = kernel.run(chunk, thin, view, bitgen, max_abs_z=max_abs_z,
@@ -285,6 +293,8 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
                                          CHECK_EVERY, max_abs_z=max_abs_z, bounds=bounds,
                                          report=report)
         seconds = time.perf_counter() - t_seg
+        if direct:
+            sink.write(samples[:n_kept])
         done += n_done
         kept += n_kept
         diverged = n_done < chunk
@@ -303,9 +313,12 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
     if lazy and not diverged:
         kernel.finish(theta)
     reason = ""
+    if direct:
+        samples = None                  # in the store
     if diverged:
         reason = report.get("reason", "far")
-        samples = samples[:kept]
+        if samples is not None:
+            samples = samples[:kept]
     if adapt.get("finish"):
         dynamics.finish_adaptation()
     new_state = {"theta": theta.copy(), "dynamics": dynamics.get_state(),
@@ -363,9 +376,11 @@ class ChainPool:
 
 
     def advance(self, n_steps, thin=1, keep=True, adapt=None, phase="sampling",
-                log_sizes=False):
+                log_sizes=False, store=None):
         """Run every chain ``n_steps`` steps; return their results (states are
-        updated; a diverged chain's result has ``diverged`` set)."""
+        updated; a diverged chain's result has ``diverged`` set).  With a
+        :class:`~._draws.DrawStore` the kept draws go into it (the results'
+        ``samples`` are then None)."""
         if n_steps <= 0:
             return [ChainResult(np.empty((0, len(s["theta"]))), s, 0, 0, False, 0.0)
                     for s in self.states]
@@ -375,7 +390,8 @@ class ChainPool:
             results = parallel(
                 delayed(run_chain)(self.X, self.y, self.spec, state, n_steps, thin, keep,
                                    adapt, chain_id=c, phase=phase, log_sizes=log_sizes,
-                                   stop_token=token)
+                                   stop_token=token,
+                                   sink=None if store is None else store.sink(c))
                 for c, state in enumerate(self.states))
         except BaseException:
             # KeyboardInterrupt (or any error) here: the chain threads still
@@ -385,6 +401,12 @@ class ChainPool:
             raise
         finally:
             STOP_REQUESTS.forget(token)
+        if store is not None:
+            # chains run in another process (a process backend) return their draws
+            for c, r in enumerate(results):
+                if r.samples is not None:
+                    store.sink(c).write(r.samples)
+                    r.samples = None
         self.states = [r.state for r in results]
         self.n_grad_evals += int(sum(r.n_grad_evals for r in results))
         self.seconds += max(r.seconds for r in results)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import ndtri
 
+from ._draws import DrawStore
 from ._metric import Metric
 
 RHAT_TARGET = 1.01
@@ -48,6 +49,10 @@ MAX_ROUNDS = 20
 FIRST_ROUND = 0.6
 # largest factor by which one warm-up window changes a direction's variance
 MAX_CORRECTION = 4.0
+# draws per chain a metric window keeps at least, however many parameters
+MIN_WINDOW_DRAWS = 100
+# bytes of a metric window's draws (float64, all chains), beyond that minimum
+WINDOW_BYTES = 256 << 20
 # draws per chain kept even when the warm-up has spent the budget
 MIN_DRAWS = 10
 # halvings of an automatic step after a divergence
@@ -83,6 +88,8 @@ class Plan:
     momentum_scale: float = 1.0   # stationary sd of the momenta (redrawn after a metric change)
     setup_evals: int = 0          # gradient evaluations spent before the chains
     retune: object = None         # () -> a smaller step (None: cannot), after a divergence
+    draws_dtype: object = np.float64  # storage type of the kept draws
+    max_draws_bytes: int = 1 << 62    # memory budget of the kept draws
     t_start: float = field(default_factory=time.perf_counter)
 
 
@@ -98,6 +105,8 @@ class Outcome:
     step_sizes: np.ndarray
     batch_sizes: object = None
     log: list = field(default_factory=list)
+    moments: tuple = None         # (mean, variance) per parameter over every draw made
+    storage_stride: int = 1       # the store kept every storage_stride-th draw (memory budget)
 
 
 class ChainsDiverged(Exception):
@@ -140,7 +149,7 @@ def run(pool, plan, continuing=False):
         try:
             if not continuing or plan.n_warmup != "auto":
                 out.n_warmup += _warm_up(pool, plan, out, continuing)
-            kept, sizes = _sample(pool, plan, out)
+            store, sizes = _sample(pool, plan, out)
             break
         except ChainsDiverged as exc:
             if attempt == MAX_RETUNES or plan.retune is None:
@@ -150,7 +159,9 @@ def run(pool, plan, continuing=False):
                 raise
             out.log.append(("diverged: step halved", exc.phase, step))
             pool.set_step(step, plan.momentum_scale)
-    out.draws = kept
+    out.draws = store.draws()
+    out.moments = store.moments()
+    out.storage_stride = store.stride
     out.batch_sizes = sizes
     out.accept_rate = float(np.mean([r.accept_rate for r in pool.results]))
     out.step_sizes = np.array([r.step_size for r in pool.results])
@@ -206,10 +217,16 @@ def _warm_up(pool, plan, out, continuing):
         window = _warmup_cap(pool, plan, window)
         if window < 10:
             break
-        results = _check(pool.advance(window, keep=True, adapt=restart,
-                                      phase="warm-up (metric)"), "warm-up")
+        thin = _window_thin(pool, plan, window)
+        # the window's draws go into one array (no per-chain copies to stack)
+        store = DrawStore(pool.n_chains, plan.dim, np.float64, plan.max_draws_bytes,
+                          expected=window // thin)
+        store.reserve(window // thin)
+        _check(pool.advance(window, thin=thin, keep=True, adapt=restart,
+                            phase="warm-up (metric)", store=store), "warm-up")
         windows.append(window)
-        new_metric = adapt_metric(np.stack([r.samples for r in results]), pool.spec.metric)
+        new_metric = adapt_metric(store.draws(), pool.spec.metric)
+        del store
         if new_metric is None:
             break
         pool.rebase(new_metric, plan.momentum_scale)
@@ -228,6 +245,18 @@ def _warm_up(pool, plan, out, continuing):
             adapt = {"start": plan.target_accept, "max_step": plan.max_step, "finish": True}
         _check(pool.advance(last, keep=False, adapt=adapt, phase="warm-up"), "warm-up")
     return total
+
+
+def _window_thin(pool, plan, window):
+    """Thinning of a metric window's draws so that they stay within
+    ``WINDOW_BYTES`` (and the draws' budget): a long window on many
+    parameters (small steps at large dimension) would otherwise keep every
+    step, and :func:`adapt_metric` makes a few copies of what it is given.
+    At least ``MIN_WINDOW_DRAWS`` per chain are kept, whatever the size."""
+    row_bytes = pool.n_chains * plan.dim * 8
+    budget = min(plan.max_draws_bytes, WINDOW_BYTES)
+    max_rows = max(MIN_WINDOW_DRAWS, int(budget // max(row_bytes, 1)))
+    return max(1, -(-int(window) // max_rows))
 
 
 def _spiked(lam, q):
@@ -318,22 +347,28 @@ def upper_cholesky(M):
 
 # ----------------------------------------------------------------- sampling
 def _sample(pool, plan, out):
+    """Sampling rounds into one :class:`~._draws.DrawStore`; returns it and
+    the adaptive estimator's batch sizes (or None)."""
     thin = max(int(plan.thin), 1)
-    chunks = []
+    fixed = plan.n_samples != "auto"
+    store = DrawStore(pool.n_chains, plan.dim, plan.draws_dtype, plan.max_draws_bytes,
+                      expected=int(plan.n_samples) if fixed else None)
     sizes = []
 
     def advance(n_steps):
+        store.reserve(n_steps // thin)
         results = _check(pool.advance(n_steps, thin=thin, keep=True, phase="sampling",
-                                      log_sizes=True), "sampling")
-        chunks.append(np.stack([r.samples for r in results]))
+                                      log_sizes=True, store=store), "sampling")
         if results[0].batch_sizes is not None:
             sizes.append(np.stack([r.batch_sizes for r in results]))
 
-    if plan.n_samples != "auto":
+    def batch_sizes():
+        return np.concatenate(sizes, axis=1) if sizes else None
+
+    if fixed:
         advance(int(plan.n_samples) * thin)
-        draws = chunks[0]
-        out.ess, out.rhat = diagnostics(draws)
-        return draws, (sizes[0] if sizes else None)
+        out.ess, out.rhat = diagnostics(store.draws())
+        return store, batch_sizes()
 
     m = pool.n_chains
     target = float(plan.target_ess)
@@ -348,7 +383,7 @@ def _sample(pool, plan, out):
         affordable = _affordable(pool, plan, steps, evals0, steps0, t0)
         if affordable < steps:
             out.budget_exhausted = True
-        if not chunks:
+        if store.seen.max() == 0:
             # the warm-up spent the budget: still keep a few draws, so that the
             # fit can say how far from its target it stopped
             affordable = max(affordable, MIN_DRAWS * thin)
@@ -356,8 +391,7 @@ def _sample(pool, plan, out):
             break
         steps = affordable
         advance(steps)
-        draws = np.concatenate(chunks, axis=1)
-        ess, rhat = diagnostics(draws)
+        ess, rhat = diagnostics(store.draws())
         out.ess, out.rhat = ess, rhat
         min_ess = float(np.nanmin(ess)) if np.any(np.isfinite(ess)) else 0.0
         max_rhat = float(np.nanmax(rhat)) if np.any(np.isfinite(rhat)) else np.inf
@@ -367,7 +401,7 @@ def _sample(pool, plan, out):
             break
         if out.budget_exhausted:
             break
-        kept = draws.shape[1]
+        kept = int(store.seen.min())      # draws made (the store may hold fewer)
         if min_ess < target:
             more = kept * (target / max(min_ess, 1.0) - 1.0) * 1.1
         else:  # enough draws but the chains still disagree
@@ -375,8 +409,7 @@ def _sample(pool, plan, out):
         steps = int(np.ceil(max(more, 0.25 * kept, 25) * thin))
     else:
         out.budget_exhausted = True
-    draws = np.concatenate(chunks, axis=1)
-    return draws, (np.concatenate(sizes, axis=1) if sizes else None)
+    return store, batch_sizes()
 
 
 def _warmup_cap(pool, plan, steps):

@@ -92,6 +92,19 @@ _DOC_PARAMS = """
         Keep every ``thin``-th state after warm-up.  ``"auto"``: 1, or about
         a third of the predicted autocorrelation time with
         ``n_samples="auto"`` (``thin_``).
+    draws_dtype : {"auto", "float32", "float64"}, default="auto"
+        Storage type of ``coef_samples_`` and ``intercept_samples_``.
+        ``"auto"``: float32 from 10,000 parameters on (half the memory; its
+        relative rounding, 6e-8, is far below any posterior sd), float64
+        below.  The chains, the means and the sds are float64 whatever it is.
+    draws_memory_limit : float or "auto", default="auto"
+        Budget of the stored draws, in GiB.  The chains write into one array
+        of that size whose pages are used only as draws arrive; draws that
+        would outgrow it are thinned (every other one kept, as often as
+        needed), with a warning and ``thin_`` saying so, while ``coef_``,
+        ``intercept_``, ``coef_std_`` and ``intercept_std_`` stay running
+        moments over every draw.  ``"auto"``: a quarter of the physical
+        memory, at most 4 GiB.
     target_ess : float or "auto", default="auto"
         The bulk effective sample size ``n_samples="auto"`` aims at (smallest
         over parameters).  ``"auto"``: ``(z / 0.1)^2`` with ``z`` the normal
@@ -227,7 +240,8 @@ _DOC_ATTRS = """
     batch_size_ : int
         The minibatch size used.
     n_warmup_, n_samples_, thin_ : int
-        Warm-up steps, kept draws and thinning per chain.
+        Warm-up steps, stored draws and thinning per chain (``thin_`` includes
+        the thinning the memory budget imposed, ``draws_memory_limit``).
     mode_ : ndarray
         The posterior mode (when it was needed: a whitened metric,
         ``init="mode"`` or a mode-based estimator), shape (n_outputs, n_coef).
@@ -289,9 +303,12 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
         Draws of the intercept(s): (n_chains, n_samples) or
         (n_chains, n_samples, n_classes); zeros if ``fit_intercept=False``.
     coef_ : ndarray
-        Posterior mean of the coefficients.
+        Posterior mean of the coefficients (over every draw the chains made,
+        stored or not).
     intercept_ : float or ndarray
-        Posterior mean of the intercept(s).""" + _DOC_ATTRS + """
+        Posterior mean of the intercept(s).
+    coef_std_, intercept_std_ : ndarray or float
+        Posterior standard deviations (the same draws).""" + _DOC_ATTRS + """
     Examples
     --------
     >>> from sklearn.datasets import load_breast_cancer

@@ -51,9 +51,14 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
     intercept_samples_ : ndarray of shape (n_chains, n_samples)
         Draws of the intercept (zeros if ``fit_intercept=False``).
     coef_ : ndarray of shape (n_features,)
-        Posterior mean of the coefficients.
+        Posterior mean of the coefficients (over every draw the chains made,
+        stored or not).
     intercept_ : float
         Posterior mean of the intercept.
+    coef_std_ : ndarray of shape (n_features,)
+        Posterior standard deviations of the coefficients (the same draws).
+    intercept_std_ : float
+        Posterior standard deviation of the intercept.
     noise_var_ : float
         The noise variance used.""" + _DOC_ATTRS + """
     Examples
