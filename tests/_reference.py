@@ -530,3 +530,13 @@ def softmax_log_lik(Theta, Xe, y):
     """Log likelihood of the multinomial model at one (K, p) parameter."""
     Z = Xe @ Theta.T
     return float((Z[np.arange(len(y)), np.asarray(y, dtype=np.intp)] - logsumexp(Z, axis=1)).sum())
+
+
+def small_classification(n_classes=3, n=60, d=4, seed=0):
+    """A small classification set whose first feature carries the class (the
+    network tests' quick fits)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = np.arange(n) % n_classes
+    X[:, 0] += y
+    return X, y

@@ -27,6 +27,11 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 from skbayes_sg.neural_network import SGMCMCMLPClassifier  # noqa: E402
 from skbayes_sg.neural_network import _torch_sampler  # noqa: E402
 
+try:  # tests/ as a package or as a plain directory on sys.path
+    from ._reference import small_classification as _small_data
+except ImportError:
+    from _reference import small_classification as _small_data
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_torch_thread():
@@ -267,14 +272,6 @@ def test_dynamics_match_exact_posterior(name):
 # ---------------------------------------------------------------------------
 # (d) bookkeeping, reproducibility, continuation, errors
 # ---------------------------------------------------------------------------
-def _small_data(n_classes=3, n=60, d=4, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    y = np.arange(n) % n_classes
-    X[:, 0] += y
-    return X, y
-
-
 _SMALL = dict(hidden_layer_sizes=(6,), step_size=1e-3, batch_size=16,
               n_samples=5, n_warmup=10, thin=3, n_chains=2)
 _COMBOS = [("sgld", "uniform"), ("psgld", "uniform"), ("sghmc", "uniform"),

@@ -61,6 +61,8 @@ try:  # tests/ as a package or as a plain directory on sys.path
 except ImportError:
     import _reference as ref
 
+_small_data = ref.small_classification
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_torch_thread():
@@ -448,14 +450,6 @@ class _TorchOpsRunner(_torch_sampler.ChainRunner):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fused = False
-
-
-def _small_data(n_classes=3, n=60, d=4, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    y = np.arange(n) % n_classes
-    X[:, 0] += y
-    return X, y
 
 
 _SMALL = dict(hidden_layer_sizes=(6,), step_size=1e-2, batch_size=16,

@@ -32,6 +32,11 @@ from sklearn.utils.class_weight import compute_sample_weight  # noqa: E402
 from skbayes_sg.neural_network import SGMCMCMLPClassifier  # noqa: E402
 from skbayes_sg.neural_network import _torch_sampler  # noqa: E402
 
+try:  # tests/ as a package or as a plain directory on sys.path
+    from ._reference import small_classification as _small_data
+except ImportError:
+    from _reference import small_classification as _small_data
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_torch_thread():
@@ -39,14 +44,6 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
-
-
-def _small_data(n_classes=3, n=60, d=4, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    y = np.arange(n) % n_classes
-    X[:, 0] += y
-    return X, y
 
 
 _SMALL = dict(hidden_layer_sizes=(6,), step_size=1e-3, batch_size=16,
