@@ -451,3 +451,27 @@ def test_metric_correction_where_the_laplace_metric_is_wrong():
         est = SGMCMCRidge(noise_var=0.3, random_state=seed).fit(X, y)
         changed = [entry[-1] for entry in est._warmup_log if entry[0] == "warm-up"]
         assert changed == [False], seed
+
+
+def test_diagonal_metric_window_corrects_the_coordinates_that_disagree():
+    """adapt_metric in a diagonal metric: independent window draws whose
+    variances in z are (1, 2.5, 0.3, 1.05, 1) correct the factor of the
+    second and third coordinates by sqrt(variance), and leave the others
+    (within the sampling band) as they were -- from per-coordinate variances
+    alone (no dim x dim covariance is formed)."""
+    from skbayes_sg._sampling._metric import Metric
+    from skbayes_sg._sampling._schedule import adapt_metric
+
+    rng = np.random.default_rng(0)
+    sd = np.sqrt([1.0, 2.5, 0.3, 1.05, 1.0])
+    factor = np.array([2.0, 0.5, 1.0, 3.0, 1.0])
+    center = np.arange(5.0)
+    cfg = Metric(5, "diagonal", center, factor, 1.0, 1.0).get_config()
+    z = rng.normal(size=(4, 500, 5)) * sd
+    theta = center + z * factor                    # theta = center + D z
+    new = adapt_metric(theta, cfg)
+    assert new is not None
+    ratio = new["factor"] / factor
+    var = z.reshape(-1, 5).var(axis=0, ddof=1)
+    np.testing.assert_allclose(ratio[[1, 2]], np.sqrt(var[[1, 2]]), rtol=1e-10)
+    np.testing.assert_array_equal(ratio[[0, 3, 4]], 1.0)

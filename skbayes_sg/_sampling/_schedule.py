@@ -302,10 +302,11 @@ def adapt_metric(draws, metric_config, band=1.3):
         # nothing reliable about most directions
         return None
     Zc = Z.reshape(-1, dim)
-    C = np.cov(Zc, rowvar=False).reshape(dim, dim)
     q = dim / n_eff
     if metric.kind == "diagonal":
-        var = np.diag(C)
+        # per-coordinate variances: the diagonal of the sample covariance,
+        # without forming its dim x dim matrix (GBs at tens of thousands)
+        var = Zc.var(axis=0, ddof=1)
         half = 3.0 * np.sqrt(2.0 / n_eff) * band
         off = (var > 1.0 + half) | (var < max(1.0 - half, 0.0))
         if not off.any():
@@ -315,6 +316,7 @@ def adapt_metric(draws, metric_config, band=1.3):
         D[off] *= np.sqrt(np.clip(var[off], 1.0 / MAX_CORRECTION, MAX_CORRECTION))
         cfg["factor"] = D
         return cfg
+    C = np.cov(Zc, rowvar=False).reshape(dim, dim)
     lam, U = np.linalg.eigh(0.5 * (C + C.T))
     hi = (1.0 + np.sqrt(q)) ** 2 * band
     lo = (1.0 - np.sqrt(q)) ** 2 / band if q < 1 else 0.0
