@@ -327,7 +327,7 @@ class BaseSGMCMC(BaseEstimator):
             return
         made = self.n_samples_ * stride
         itemsize = self.coef_samples_.dtype.itemsize
-        need = self.n_chains * made * self._n_params() * itemsize / (1 << 30)
+        need = self.n_chains * made * self.ess_.size * itemsize / (1 << 30)   # one ESS a parameter
         warnings.warn(
             f"The {made} draws per chain would need {need:.2f} GiB, more than "
             f"draws_memory_limit={self.draws_memory_limit!r} allows: every {stride}-th was "
@@ -335,11 +335,6 @@ class BaseSGMCMC(BaseEstimator):
             "coef_std_ and intercept_std_ use every draw. To store them all, raise "
             "draws_memory_limit, store float32 (draws_dtype='float32'), or ask for fewer "
             "draws (n_samples, target_ess).", UserWarning, stacklevel=3)
-
-    def _n_params(self):
-        coef = self.coef_samples_
-        n_out = 1 if coef.ndim == 3 else coef.shape[2]
-        return n_out * (coef.shape[-1] + int(self.fit_intercept))
 
     def _row_weights(self, X, y, sample_weight):
         """The datum weights of this fit: ``sample_weight`` times the

@@ -106,16 +106,15 @@ def linear_step(sampler, h, friction=DEFAULT_FRICTION):
             h, friction, 1.0, 1.0, 1.0)
         A = np.array([[e_xx, e_xv], [e_vx, e_vv]])
         return Linear(A, -np.array([[f_x], [f_v]]), np.array([[l_xv, l_xx], [l_vv, 0.0]]))
-    if sampler in ("sghmc", "sgnht"):
-        # SGNHT's thermostat linearised at its start, xi = A (the friction):
-        # Euler SGHMC with the momentum updated first.  With gradient noise
-        # the thermostat settles above A and takes back part of the noise's
+    if sampler == "sgnht":
+        # the thermostat linearised at its start, xi = A (the friction): Euler
+        # SGHMC with the momentum updated first.  With gradient noise the
+        # thermostat settles above A and takes back part of the noise's
         # inflation, so the model is conservative for it.
-        if sampler == "sgnht":
-            A = np.array([[1.0 - h * h, h * (1.0 - h * friction)], [-h, 1.0 - h * friction]])
-            return Linear(A, np.array([[-h * h], [-h]]),
-                          np.array([[h * np.sqrt(2.0 * friction * h)],
-                                    [np.sqrt(2.0 * friction * h)]]))
+        A = np.array([[1.0 - h * h, h * (1.0 - h * friction)], [-h, 1.0 - h * friction]])
+        return Linear(A, np.array([[-h * h], [-h]]),
+                      np.sqrt(2.0 * friction * h) * np.array([[h], [1.0]]))
+    if sampler == "sghmc":
         A = np.array([[1.0, h], [-h, 1.0 - h * friction]])
         return Linear(A, np.array([[0.0], [-h]]),
                       np.array([[0.0], [np.sqrt(2.0 * friction * h)]]))

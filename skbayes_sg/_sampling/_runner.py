@@ -384,6 +384,8 @@ class ChainPool:
         if n_steps <= 0:
             return [ChainResult(np.empty((0, len(s["theta"]))), s, 0, 0, False, 0.0)
                     for s in self.states]
+        if store is not None and keep:
+            store.reserve(n_steps // thin)   # room for every chain's draws of this call
         parallel = self._parallel or Parallel(n_jobs=self.n_jobs, prefer="threads")
         token = uuid.uuid4().hex
         try:

@@ -221,12 +221,11 @@ def _warm_up(pool, plan, out, continuing):
         # the window's draws go into one array (no per-chain copies to stack)
         store = DrawStore(pool.n_chains, plan.dim, np.float64, plan.max_draws_bytes,
                           expected=window // thin)
-        store.reserve(window // thin)
         _check(pool.advance(window, thin=thin, keep=True, adapt=restart,
                             phase="warm-up (metric)", store=store), "warm-up")
         windows.append(window)
         new_metric = adapt_metric(store.draws(), pool.spec.metric)
-        del store
+        del store   # freed before the next window's array exists
         if new_metric is None:
             break
         pool.rebase(new_metric, plan.momentum_scale)
@@ -358,7 +357,6 @@ def _sample(pool, plan, out):
     sizes = []
 
     def advance(n_steps):
-        store.reserve(n_steps // thin)
         results = _check(pool.advance(n_steps, thin=thin, keep=True, phase="sampling",
                                       log_sizes=True, store=store), "sampling")
         if results[0].batch_sizes is not None:
