@@ -646,9 +646,7 @@ class BaseSGMCMC(BaseEstimator):
     # parameter -> (its default, the samplers / subsamplings it acts with): the
     # owners are the algorithms' specs (_sampling/_specs.py)
     _SAMPLER_PARAMETERS = sampler_owners()
-    _SUBSAMPLING_PARAMETERS = estimator_owners({
-        "ewsg_chain_length": 1, "ewsg_x": "auto", "snapshot_period": "auto",
-        "pv_threshold": "auto", "pilot_steps": 500})
+    _SUBSAMPLING_PARAMETERS = estimator_owners(BASE_PARAMETERS)
 
     def _check_parameters_act(self, sampler, subsampling):
         """Every parameter set away from its default acts on the fit, or the

@@ -212,11 +212,13 @@ def sampler_owners():
 
 
 def estimator_owners(defaults):
-    """``{parameter: (default, {subsamplings that own it})}`` for the estimator
-    parameters in ``defaults`` (``{name: default}``: the engine's defaults)."""
+    """``{parameter: (default, {subsamplings that own it})}`` for every
+    estimator hyperparameter among ``defaults`` (``{name: default}``: an
+    engine's parameter defaults; the names no estimator owns are left out)."""
+    owned = {name for spec in ESTIMATORS.values() for name in spec.hyperparameters}
     return {name: (default, {s for s, spec in ESTIMATORS.items()
                              if name in spec.hyperparameters})
-            for name, default in defaults.items()}
+            for name, default in defaults.items() if name in owned}
 
 
 def hyperparameter_constraints():
