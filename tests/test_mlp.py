@@ -25,7 +25,7 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from skbayes_sg.neural_network import SGMCMCMLPClassifier  # noqa: E402
-from skbayes_sg.neural_network import _torch_sampler  # noqa: E402
+from skbayes_sg.neural_network import _net_dynamics, _torch_sampler  # noqa: E402
 
 try:  # tests/ as a package or as a plain directory on sys.path
     from ._reference import small_classification as _small_data
@@ -325,7 +325,7 @@ def test_ewsg_energy_is_the_whitened_norm(sampler):
     elif sampler == "sghmc":
         want = h / (4 * gamma * T) * np.sum((g + gamma * runner.state["r"].numpy()) ** 2)
     else:
-        D = _torch_sampler.PSGLD_EPS + np.sqrt(runner.state["V"].numpy())
+        D = _net_dynamics.PSGLD_EPS + np.sqrt(runner.state["V"].numpy())
         want = h / (4 * T) * np.sum(g**2 / D)
     assert got == pytest.approx(want, rel=1e-9)
 

@@ -168,14 +168,18 @@ class SGLD(NetworkDynamics):
 
     name = "sgld"
 
+    def __init__(self, runner):
+        super().__init__(runner)
+        self.s = math.sqrt(2.0 * self.h * self.T)
+
     def update(self, st, buf, c):
         g = self.g_hat(st, buf, c)
         noise = self.runner.draw_noise()
-        st["theta"].add_(g, alpha=-self.h).add_(noise, alpha=math.sqrt(2.0 * self.h * self.T))
+        st["theta"].add_(g, alpha=-self.h).add_(noise, alpha=self.s)
 
     def fused_update(self, st, buf, c):
         flat_dynamics.sgld_step(self.runner.normal_stream, st["theta"].numpy(), buf, c,
-                                self.alpha, self.h, math.sqrt(2.0 * self.h * self.T))
+                                self.alpha, self.h, self.s)
 
     def energy_parts(self, st):
         # c = h, s = sqrt(2 h T), x = 0: E = h / (4T) ||g||^2
@@ -189,6 +193,12 @@ class PSGLD(NetworkDynamics):
     ``(g / n)^2`` of the chain's first estimate (``n`` the total weight)."""
 
     name = "psgld"
+
+    def __init__(self, runner):
+        super().__init__(runner)
+        self.s = math.sqrt(2.0 * self.h * self.T)
+        self.inv_n = 1.0 / runner.n_eff  # the mean gradient is g / n
+        self.v_weight = (1.0 - PSGLD_DECAY) / float(runner.n_eff) ** 2
 
     def prepare(self, st, buf, c):
         # not at zero, which would make the first steps 1 / lambda times too
@@ -204,18 +214,16 @@ class PSGLD(NetworkDynamics):
     def update(self, st, buf, c):
         g = self.g_hat(st, buf, c)
         noise = self.runner.draw_noise()
-        st["V"].mul_(PSGLD_DECAY).addcmul_(
-            g, g, value=(1.0 - PSGLD_DECAY) / float(self.runner.n_eff) ** 2)
+        st["V"].mul_(PSGLD_DECAY).addcmul_(g, g, value=self.v_weight)
         D = self.D(st)
         theta = st["theta"]
         theta.addcdiv_(g, D, value=-self.h)
-        theta.addcdiv_(noise, torch.sqrt(D), value=math.sqrt(2.0 * self.h * self.T))
+        theta.addcdiv_(noise, torch.sqrt(D), value=self.s)
 
     def fused_update(self, st, buf, c):
         flat_dynamics.psgld_step(self.runner.normal_stream, st["theta"].numpy(),
                                  st["V"].numpy(), buf, c, self.alpha, self.h,
-                                 math.sqrt(2.0 * self.h * self.T), PSGLD_DECAY, PSGLD_EPS,
-                                 1.0 / self.runner.n_eff)
+                                 self.s, PSGLD_DECAY, PSGLD_EPS, self.inv_n)
 
     def ewsg_energy(self, st):
         # c = h G, s = sqrt(2 h T G), x = 0 with G = 1 / D of the previous V:
@@ -243,13 +251,14 @@ class SGHMC(NetworkDynamics):
         super().__init__(runner)
         self.gamma = float(runner.p["friction"])
         self.s = math.sqrt(2.0 * self.gamma * self.T * self.h)
+        self.keep = 1.0 - self.h * self.gamma
 
     def update(self, st, buf, c):
         g = self.g_hat(st, buf, c)
         noise = self.runner.draw_noise()
         r = st["r"]
         st["theta"].add_(r, alpha=self.h)
-        r.mul_(1.0 - self.h * self.gamma).add_(g, alpha=-self.h).add_(noise, alpha=self.s)
+        r.mul_(self.keep).add_(g, alpha=-self.h).add_(noise, alpha=self.s)
 
     def fused_update(self, st, buf, c):
         flat_dynamics.sghmc_step(self.runner.normal_stream, st["theta"].numpy(),
@@ -380,7 +389,7 @@ class ULD(NetworkDynamics):
          self.l_vv, self.l_xv, self.l_xx) = uld_coefficients(
             self.h, float(runner.p["friction"]), self.u, self.T, 0.0)
         assert self.e_vx == 0.0 and self.e_xx == 1.0  # kappa = 0
-        self._xi2 = None
+        self._xi2 = torch.empty_like(runner.noise)  # the second noise vector
 
     def momentum_variance(self):
         return self.u * self.T
@@ -388,8 +397,6 @@ class ULD(NetworkDynamics):
     def update(self, st, buf, c):
         g = self.g_hat(st, buf, c)
         xi1 = self.runner.draw_noise()
-        if self._xi2 is None:
-            self._xi2 = torch.empty_like(xi1)
         xi2 = self.runner.draw_noise(self._xi2)
         v, theta = st["r"], st["theta"]
         theta.add_(v, alpha=self.e_xv).add_(g, alpha=-self.f_x)
@@ -426,11 +433,12 @@ class SGHMCLeapfrog(NetworkDynamics):
         super().__init__(runner)
         K = runner.p.get("n_leapfrog", NETWORK_N_LEAPFROG)
         self.K = NETWORK_N_LEAPFROG if K == "auto" else int(K)
-        self._p = None
+        self._p = torch.empty_like(runner.noise)  # the momentum, redrawn every step
+        self.sqrt_T = math.sqrt(self.T)
 
     def step(self, st, estimate):
         theta, half = st["theta"], 0.5 * self.h
-        p = self.runner.draw_noise(self._momentum()).mul_(math.sqrt(self.T))
+        p = self.runner.draw_noise(self._p).mul_(self.sqrt_T)
         loss, buf, c = estimate(theta)
         for _ in range(self.K):
             self._kick(p, theta, buf, c, half)
@@ -438,11 +446,6 @@ class SGHMCLeapfrog(NetworkDynamics):
             loss, buf, c = estimate(theta)
             self._kick(p, theta, buf, c, half)
         return loss
-
-    def _momentum(self):
-        if self._p is None:
-            self._p = torch.empty_like(self.runner.noise)
-        return self._p
 
     def _kick(self, p, theta, buf, c, t):
         p.add_(buf, alpha=-t * c)

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from .._sampling._normal_stream import NormalStream
-from ._net_dynamics import NETWORK_DYNAMICS, PSGLD_DECAY, PSGLD_EPS  # noqa: F401
+from ._net_dynamics import NETWORK_DYNAMICS
 
 # Rows per chunk when a full-data gradient is needed (SVRG snapshots, CV mode).
 _FULL_GRAD_CHUNK = 4096
@@ -223,6 +223,15 @@ class MLPNet:
         return torch.log_softmax(z, dim=-1)
 
 
+def _prediction_blocks(net, n_draws, max_draws):
+    """``(d_block, rows)``: draws moved to the device at once (at most
+    ``max_draws``) and rows per block, so that one block's activations hold
+    at most ``_PREDICT_BLOCK_ELEMENTS`` numbers."""
+    d_block = max(1, min(int(max_draws), n_draws))
+    rows = max(1, _PREDICT_BLOCK_ELEMENTS // (d_block * max(net.layer_sizes)))
+    return d_block, rows
+
+
 def bma_log_proba(net, draws, X, *, device, dtype, max_draws):
     """Log of the Bayesian-model-average class probabilities.
 
@@ -248,9 +257,7 @@ def bma_log_proba(net, draws, X, *, device, dtype, max_draws):
     n_draws = draws.shape[0]
     m = X.shape[0]
     n_classes = 2 if net.binary else net.layer_sizes[-1]
-    width = max(net.layer_sizes)
-    d_block = max(1, min(int(max_draws), n_draws))
-    rows = max(1, _PREDICT_BLOCK_ELEMENTS // (d_block * width))
+    d_block, rows = _prediction_blocks(net, n_draws, max_draws)
     out = np.empty((m, n_classes), dtype=np.float64)
     with torch.no_grad():
         Xt_all = torch.as_tensor(X)
@@ -292,9 +299,7 @@ def draws_log_likelihood(net, draws, X, y_idx, *, device, dtype, max_draws):
     """
     n_draws = draws.shape[0]
     m = X.shape[0]
-    width = max(net.layer_sizes)
-    d_block = max(1, min(int(max_draws), n_draws))
-    rows = max(1, _PREDICT_BLOCK_ELEMENTS // (d_block * width))
+    d_block, rows = _prediction_blocks(net, n_draws, max_draws)
     out = np.zeros(n_draws, dtype=np.float64)
     with torch.no_grad():
         Xt_all = torch.as_tensor(X)
@@ -361,6 +366,8 @@ class ChainRunner:
         self.dtype = X.dtype
         self.b = min(int(params["batch_size"]), self.n)
         self.scale = self.n / self.b
+        # SVRG / CV: every estimate subtracts the anchor's minibatch gradient
+        self._anchored = params["subsampling"] in ("svrg", "cv")
         P = net.n_params
         self.grad_buf = torch.empty(P, device=self.device, dtype=self.dtype)
         self.grad_buf2 = torch.empty(P, device=self.device, dtype=self.dtype)
@@ -417,8 +424,6 @@ class ChainRunner:
         else:
             out.normal_(generator=self.g)
         return out
-
-    _draw_noise = draw_noise
 
     def init_state(self):
         """Fresh chain: Glorot-initialised parameters, then the dynamics'
@@ -564,7 +569,7 @@ class ChainRunner:
         """
         buf = self.grad_buf if buf is None else buf
         idx = self.next_batch()
-        if self.p["subsampling"] in ("svrg", "cv"):
+        if self._anchored:
             loss = self.batch_grad(theta, idx, buf)
             self.batch_grad(self.state["anchor"], idx, self.grad_buf2)
             # anchor_grad + (n/b) (sum_S grad U_j(theta) - sum_S grad U_j(anchor))
@@ -616,13 +621,6 @@ class ChainRunner:
                 st["ewsg_accept_t"] = st.get("ewsg_accept_t", 0) + accept.to(torch.int64)
             st["ewsg_proposals"] += 1
         return loss, buf, c
-
-    # ----------------------------------------------------------- dynamics
-    def step(self, buf, c):
-        """One update of a one-estimate dynamics with the estimate
-        ``c * buf + alpha * theta`` (on the CPU one fused sweep where a kernel
-        exists, elsewhere torch operations): ``self.dynamics.apply``."""
-        self.dynamics.apply(self.state, buf, c)
 
     # ----------------------------------------------------------- driver
     def run(self, n_steps, *, n_warmup, thin, samples, chain_label=""):
