@@ -29,7 +29,8 @@ from ._sampling._metric import Metric
 from ._sampling._registry import (
     ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise, noise_per_row)
 from ._sampling._specs import (
-    HYPERPARAMETERS, estimator_owners, hyperparameter_constraints, sampler_owners)
+    HYPERPARAMETERS, estimator_owners, hyperparameter_constraints, ineffective_settings,
+    sampler_owners)
 from ._sampling._runner import CHECK_EVERY, ChainPool, ChainSpec, initial_state
 
 DEFAULT_BATCH_SIZE = 100
@@ -653,19 +654,10 @@ class BaseSGMCMC(BaseEstimator):
         fit is refused (a setting silently ignored is a wrong answer given
         quietly).  ``sampler`` / ``subsampling``: the resolved names, or
         "auto" for a name not yet resolved (then nothing is checked for it)."""
-        problems = []
-        for name, (default, owners) in self._SAMPLER_PARAMETERS.items():
-            value = getattr(self, name)
-            if sampler != "auto" and value != default and sampler not in owners:
-                problems.append(
-                    f"{name}={value!r} has no effect with sampler={sampler!r} (it acts with "
-                    f"{sorted(owners)})")
-        for name, (default, owners) in self._SUBSAMPLING_PARAMETERS.items():
-            value = getattr(self, name)
-            if subsampling != "auto" and value != default and subsampling not in owners:
-                problems.append(
-                    f"{name}={value!r} has no effect with subsampling={subsampling!r} (it acts "
-                    f"with {sorted(owners)})")
+        problems = (
+            ineffective_settings(self._SAMPLER_PARAMETERS, self, "sampler", sampler)
+            + ineffective_settings(self._SUBSAMPLING_PARAMETERS, self, "subsampling",
+                                   subsampling))
         if (subsampling != "auto" and self.pilot_steps != 500
                 and self.pv_threshold != "pilot"):
             problems.append(f"pilot_steps={self.pilot_steps!r} has no effect unless "

@@ -90,7 +90,11 @@ class DynamicsSpec:
     network_learning_rate : float
         ``step_size="auto"`` of the network estimator: the learning rate of the
         equivalent optimiser on the mean loss (``h = lr / n``; ``h = sqrt(lr / n)``
-        for a momentum dynamics, whose ``h**2 n`` it is).
+        for a ``second_order`` dynamics, whose ``h**2 n`` it is).
+    second_order : bool
+        ``theta`` moves through a momentum within a step, by ``~h**2 g`` (every
+        momentum dynamics, and SG-HMC leapfrog, which redraws its momentum
+        every step and so has no persistent one).
     """
 
     name: str
@@ -101,6 +105,11 @@ class DynamicsSpec:
     whitened: bool = True
     engines: frozenset = BOTH
     network_learning_rate: float = 0.2
+    second_order: bool = False
+
+    def __post_init__(self):
+        if self.has_momentum:   # a persistent momentum moves theta by ~h^2 g
+            object.__setattr__(self, "second_order", True)
 
 
 DYNAMICS = {
@@ -117,7 +126,8 @@ DYNAMICS = {
     "sghmc-leapfrog": DynamicsSpec(
         "sghmc-leapfrog", "SG-HMC with leapfrog (momentum redrawn every step, "
         "``n_leapfrog`` steps; in a whitened metric the Gaussian part is rotated "
-        "exactly)", ("n_leapfrog",), metropolis=True, network_learning_rate=0.01),
+        "exactly)", ("n_leapfrog",), metropolis=True, network_learning_rate=0.01,
+        second_order=True),
     "uld": DynamicsSpec(
         "uld", "SG underdamped Langevin with the exact Ornstein-Uhlenbeck step of "
         "Cheng et al. (``friction``, ``inv_mass``)", ("friction", "inv_mass"),
@@ -219,6 +229,21 @@ def estimator_owners(defaults):
     return {name: (default, {s for s, spec in ESTIMATORS.items()
                              if name in spec.hyperparameters})
             for name, default in defaults.items() if name in owned}
+
+
+def ineffective_settings(owners, estimator, axis, choice):
+    """The settings of ``estimator`` set away from their default that
+    ``choice`` (the resolved ``sampler`` or ``subsampling`` name, ``axis``)
+    does not own, as messages; none while ``choice`` is "auto".
+
+    ``owners`` is :func:`sampler_owners` or :func:`estimator_owners` output.
+    """
+    if choice == "auto":
+        return []
+    return [f"{name}={getattr(estimator, name)!r} has no effect with {axis}={choice!r} "
+            f"(it acts with {sorted(acting)})"
+            for name, (default, acting) in owners.items()
+            if getattr(estimator, name) != default and choice not in acting]
 
 
 def hyperparameter_constraints():

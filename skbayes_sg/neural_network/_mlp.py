@@ -24,6 +24,7 @@ from .._sampling._specs import (
     estimators_for,
     hyperparameter_constraints,
     hyperparameter_doc,
+    ineffective_settings,
     sampler_doc,
     sampler_owners,
 )
@@ -55,13 +56,6 @@ _UNSUPPORTED_SUBSAMPLING = {
 # step_size="auto" is each spec's ``network_learning_rate``.
 _AUTO_MOMENTUM_DECAY = 0.1
 
-
-def _second_order(sampler):
-    """True where ``step_size="auto"`` is ``h = sqrt(lr / n)``: the dynamics
-    moves ``theta`` through a momentum, so a step moves it by ``~h**2 g``
-    (SG-HMC leapfrog redraws its momentum every step, hence no
-    ``has_momentum`` in its spec, but moves through it within a step)."""
-    return DYNAMICS[sampler].has_momentum or sampler == "sghmc-leapfrog"
 
 _TORCH_HINT = (
     "SGMCMCMLPClassifier needs PyTorch; install it with "
@@ -461,13 +455,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         """A sampler hyperparameter set away from its default must act on the
         fit, or the fit is refused (a setting silently ignored is a wrong
         answer given quietly); the owners are the specs'."""
-        problems = []
-        for name, (default, owners) in sampler_owners().items():
-            value = getattr(self, name)
-            if value != default and self.sampler not in owners:
-                problems.append(
-                    f"{name}={value!r} has no effect with sampler={self.sampler!r} "
-                    f"(it acts with {sorted(owners)})")
+        problems = ineffective_settings(sampler_owners(), self, "sampler", self.sampler)
         if problems:
             raise ValueError(
                 "; ".join(problems) + ". Leave the parameter at its default, or choose "
@@ -497,7 +485,9 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         weight ``n_data`` with row weights ("auto" resolved)."""
         if self.step_size == "auto":
             lr = DYNAMICS[self.sampler].network_learning_rate
-            h = math.sqrt(lr / n_data) if _second_order(self.sampler) else lr / n_data
+            # a second-order dynamics moves theta by ~h^2 g: lr is its h^2 n
+            h = (math.sqrt(lr / n_data) if DYNAMICS[self.sampler].second_order
+                 else lr / n_data)
         else:
             h = float(self.step_size)
         gamma = _AUTO_MOMENTUM_DECAY / h if self.friction == "auto" else float(self.friction)
