@@ -312,6 +312,56 @@ def sghmc_ridge_stationary(X, y, alpha, noise_var, step_size, friction, temperat
     return m[:p], C[:p, :p]
 
 
+def uld_ridge_stationary(X, y, alpha, noise_var, coefficients, batch_size=None,
+                         fit_intercept=True):
+    """Exact stationary mean/cov of theta under SG-ULD (the exact OU step
+    with the gradient frozen, kappa = 0):
+    ``x' = e_xx x + e_xv v - f_x g + xi_x``, ``v' = e_vx x + e_vv v - f_v g + xi_v``
+    with ``(e_xx, e_xv, e_vx, e_vv, f_x, f_v, l_vv, l_xv, l_xx)`` the step's
+    coefficients (noise ``xi_v = l_vv e1``, ``xi_x = l_xv e1 + l_xx e2``).
+    """
+    e_xx, e_xv, e_vx, e_vv, f_x, f_v, l_vv, l_xv, l_xx = coefficients
+    p, a, c = _ridge_pieces(X, y, noise_var, fit_intercept)
+    I = np.eye(p)
+    B0 = np.block([[(e_xx - f_x * alpha) * I, e_xv * I], [(e_vx - f_v * alpha) * I, e_vv * I]])
+    n = a.shape[0]
+    E = np.zeros((n, 2 * p, 2 * p))
+    E[:, :p, :p] = -f_x * a
+    E[:, p:, :p] = -f_v * a
+    f = np.concatenate([f_x * c, f_v * c], axis=1)
+    Q = np.block([[(l_xv ** 2 + l_xx ** 2) * I, l_xv * l_vv * I], [l_xv * l_vv * I, l_vv ** 2 * I]])
+    m, C = affine_recursion_moments(B0, np.zeros(2 * p), E, f, Q, batch_size)
+    return m[:p], C[:p, :p]
+
+
+def baoab_ridge_stationary(X, y, alpha, noise_var, step_size, friction, temperature=1.0,
+                           batch_size=None, fit_intercept=True):
+    """Exact stationary mean/cov of theta under SG-BAOAB (kappa = 0), one
+    minibatch gradient a step shared by its closing and the next opening
+    half-kick.  From the state after O a step is A, the full kick
+    ``p -= h g_S(z)``, A, O: an affine recursion with a fresh minibatch ``S``;
+    the kept state (after the closing kick) has the z of the first A.
+    """
+    p, a, c = _ridge_pieces(X, y, noise_var, fit_intercept)
+    h, g, T = step_size, friction, temperature
+    I, Z = np.eye(p), np.zeros((p, p))
+    A = np.block([[I, 0.5 * h * I], [Z, I]])
+    O = np.block([[I, Z], [Z, np.exp(-g * h) * I]])
+    kick0 = np.block([[I, Z], [-h * alpha * I, I]])
+    OA = O @ A
+    B0 = OA @ kick0 @ A
+    n = a.shape[0]
+    E = np.zeros((n, 2 * p, 2 * p))
+    E[:, p:, :p] = -h * a
+    E = np.einsum("ij,njk,kl->nil", OA, E, A)
+    f = np.concatenate([np.zeros_like(c), h * c], axis=1) @ OA.T
+    Q = np.zeros((2 * p, 2 * p))
+    Q[p:, p:] = T * (1.0 - np.exp(-2.0 * g * h)) * I
+    m, C = affine_recursion_moments(B0, np.zeros(2 * p), E, f, Q, batch_size)
+    m, C = A @ m, A @ C @ A.T
+    return m[:p], C[:p, :p]
+
+
 def simulate_affine_sgld(X, y, alpha, noise_var, step_size, n_steps, n_chains, batch_size,
                          theta0, seed, temperature=1.0, fit_intercept=True):
     """Vectorised numpy SGLD on ridge (a check of the moment formulas)."""

@@ -23,10 +23,10 @@ import _reference as ref
 from skbayes_sg import SGMCMCLogisticRegression
 from skbayes_sg._sampling._chain import ChainOracle, run_segment
 from skbayes_sg._sampling._dataset import RowData
-from skbayes_sg._sampling._dynamics import SGHMC, SGLD
+from skbayes_sg._sampling._dynamics import BAOAB, SGHMC, SGLD, ULD, uld_coefficients
 from skbayes_sg._sampling._estimators import GLMEstimator, Problem, UniformSubsampling
 from skbayes_sg._sampling._lazy import (lazy_supported, py_catch_up, py_catch_up_momentum,
-                                        run_segment_lazy)
+                                        py_catch_up_pair, run_segment_lazy)
 from skbayes_sg._sampling._metric import Metric
 from skbayes_sg._sampling import _estimators
 
@@ -73,6 +73,88 @@ def test_momentum_catch_up_has_the_k_step_law(a, h, gamma, k):
     assert np.all(np.abs(cov - C) < Z * se_cov + 1e-12), (cov, C, se_cov)
 
 
+def _pair_law_by_steps(sampler, a, beta, h, gamma, kappa, z0, r0, k, partial, pending):
+    """Mean and covariance of (z, r) after k untouched ULD or BAOAB steps
+    (and BAOAB's B A O A of the next with ``partial``), iterated step by
+    step from the eager integrators' formulas; BAOAB's pending data term
+    kicks the first opening half-kick."""
+    m, C = np.array([z0, r0], dtype=float), np.zeros((2, 2))
+
+    def affine(M, u, Q=None):
+        nonlocal m, C
+        m, C = M @ m + u, M @ C @ M.T + (0.0 if Q is None else Q)
+
+    if sampler == "uld":
+        e_xx, e_xv, e_vx, e_vv, f_x, f_v, l_vv, l_xv, l_xx = uld_coefficients(
+            h, gamma, 1.0, 1.0, kappa)
+        L = np.array([[l_xv, l_xx], [l_vv, 0.0]])        # (x, v) noise from (xi1, xi2)
+        for _ in range(k):
+            # x' = e_xx x + e_xv v - f_x r, v' = e_vx x + e_vv v - f_v r, r = (a - kappa) x + beta
+            affine(np.array([[e_xx - f_x * (a - kappa), e_xv], [e_vx - f_v * (a - kappa), e_vv]]),
+                   np.array([-f_x * beta, -f_v * beta]), L @ L.T)
+        return m, C
+    omega, t = np.sqrt(kappa), 0.5 * h
+
+    def kick():
+        affine(np.array([[1.0, 0.0], [-t * (a - kappa), 1.0]]), np.array([0.0, -t * beta]))
+
+    def drift():
+        if kappa == 0.0:
+            affine(np.array([[1.0, t], [0.0, 1.0]]), np.zeros(2))
+        else:
+            c, s = np.cos(omega * t), np.sin(omega * t)
+            affine(np.array([[c, s / omega], [-omega * s, c]]), np.zeros(2))
+
+    def ou():
+        affine(np.array([[1.0, 0.0], [0.0, np.exp(-gamma * h)]]), np.zeros(2),
+               np.diag([0.0, 1.0 - np.exp(-2.0 * gamma * h)]))
+
+    for step in range(k + int(partial)):
+        if step == 0:
+            m = m - np.array([0.0, t * pending])
+        kick(), drift(), ou(), drift()
+        if step < k:
+            kick()
+    return m, C
+
+
+def _dynamics(sampler, dim, h, friction, reference_precision=0.0):
+    if sampler == "sgld":
+        return SGLD(dim, h, 1.0, reference_precision)
+    if sampler == "sghmc":
+        return SGHMC(dim, h, 1.0, friction)
+    if sampler == "uld":
+        return ULD(dim, h, 1.0, friction, 1.0, reference_precision=reference_precision)
+    return BAOAB(dim, h, 1.0, friction, reference_precision=reference_precision)
+
+
+@pytest.mark.parametrize("sampler, a, beta, h, gamma, kappa, k, partial, pending", [
+    ("uld", 0.5, 0.3, 0.1, 1.0, 0.0, 2, False, 0.0),
+    ("uld", 1e-3, 0.3, 0.05, 2.0, 0.7, 300, False, 0.0),
+    ("uld", 4.0, -0.5, 0.2, 0.3, 0.0, 57, False, 0.0),
+    ("baoab", 0.5, 0.3, 0.1, 1.0, 0.0, 3, False, 0.4),
+    ("baoab", 0.01, -0.2, 0.2, 0.5, 0.0, 40, True, 0.4),
+    ("baoab", 0.2, 0.1, 0.3, 1.0, 0.8, 17, True, -1.0),
+    ("baoab", 0.2, 0.1, 0.3, 1.0, 0.8, 0, True, 0.5),
+    ("baoab", 1e-4, 0.0, 0.05, 1.5, 0.0, 5_000, False, 0.0)])
+def test_uld_and_baoab_catch_up_have_the_k_step_law(sampler, a, beta, h, gamma, kappa, k,
+                                                     partial, pending):
+    """The ULD and BAOAB catch-ups (O(log k) compositions of the untouched
+    one-step law; BAOAB with its pending data term and the partial step to
+    the closing kick) against mean and covariance iterated step by step
+    from the eager integrators' formulas, 200,000 catch-ups each."""
+    z0, r0, n = 1.5, -0.7, 200_000
+    m, C = _pair_law_by_steps(sampler, a, beta, h, gamma, kappa, z0, r0, k, partial, pending)
+    z, r = py_catch_up_pair(_dynamics(sampler, 1, h, gamma, kappa), a, beta, z0, r0, k, n,
+                            partial=partial, pending=pending, seed=3)
+    X = np.stack([z, r], axis=1)
+    mean, cov = X.mean(axis=0), np.cov(X.T)
+    se_mean = np.sqrt(np.diag(C) / n)
+    se_cov = np.sqrt((np.outer(np.diag(C), np.diag(C)) + C ** 2) / n)
+    assert np.all(np.abs(mean - m) < Z * se_mean + 1e-12), (mean, m, se_mean)
+    assert np.all(np.abs(cov - C) < Z * se_cov + 1e-12), (cov, C, se_cov)
+
+
 def _sparse_ridge(n=200, d=20, seed=0):
     rng = np.random.default_rng(seed)
     X = sp.random(n, d, density=0.1, random_state=seed + 1, format="csr") * 2.0
@@ -81,11 +163,12 @@ def _sparse_ridge(n=200, d=20, seed=0):
 
 
 def _run(X, y, lazy, seed, estimator_of, metric, h, alpha, noise_var, steps, thin, start,
-         weights=None, reference_precision=0.0, scale=1.0, friction=None):
+         weights=None, reference_precision=0.0, scale=1.0, friction=None, sampler=None):
     prob = Problem(RowData(X, True), y, "gaussian", 1, noise_var, weights)
     est = estimator_of(prob)
-    dyn = (SGLD(prob.dim, h, 1.0, reference_precision) if friction is None
-           else SGHMC(prob.dim, h, 1.0, friction))
+    if sampler is None:
+        sampler = "sgld" if friction is None else "sghmc"
+    dyn = _dynamics(sampler, prob.dim, h, friction, reference_precision)
     oracle = ChainOracle(est, alpha, 0, dyn, 0, metric)
     assert lazy_supported(est, dyn, metric)
     theta = np.array(start)
@@ -96,7 +179,8 @@ def _run(X, y, lazy, seed, estimator_of, metric, h, alpha, noise_var, steps, thi
     else:
         done, kept = run_segment(oracle, dyn, theta, steps, thin, out, bitgen)
     assert done == steps and kept == steps // thin
-    assert est.n_evals == steps * est.capacity
+    # BAOAB draws one more minibatch: the gradient at the start
+    assert est.n_evals == (steps + (sampler == "baoab")) * est.capacity
     return out
 
 
@@ -145,7 +229,40 @@ def test_lazy_and_eager_sghmc_have_the_exact_stationary_law(lazy):
     assert np.all(np.abs(z_cov) < Z), np.abs(z_cov).max()
 
 
-def test_lazy_equals_eager_in_law_with_a_diagonal_metric_control_variate_and_weights():
+@pytest.mark.parametrize("sampler", ["uld", "baoab"])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_lazy_and_eager_uld_and_baoab_have_the_exact_stationary_law(sampler, lazy):
+    """ULD (the exact OU step) and BAOAB (one gradient a step, shared by the
+    closing and the next opening half-kick), identity metric, uniform
+    minibatches of 5: mean and covariance of 4 chains against the exact
+    stationary law of the minibatch recursion (tests/_reference)."""
+    X, y = _sparse_ridge()
+    alpha, noise_var, b = 1.0, 0.5, 5
+    if sampler == "uld":
+        h, gamma = 0.005, 5.0
+        mean, cov = ref.uld_ridge_stationary(X.toarray(), y, alpha, noise_var,
+                                             uld_coefficients(h, gamma, 1.0, 1.0, 0.0),
+                                             batch_size=b)
+    else:
+        h, gamma = 0.01, 5.0
+        mean, cov = ref.baoab_ridge_stationary(X.toarray(), y, alpha, noise_var, h, gamma,
+                                               batch_size=b)
+    draws = np.stack([
+        _run(X, y, lazy, seed, lambda p: UniformSubsampling(p, b), Metric(X.shape[1] + 1), h,
+             alpha, noise_var, 100_000, 10, mean, friction=gamma, sampler=sampler)
+        for seed in range(4)])
+    m, _, se, _ = ref.mean_and_se(draws)
+    z_mean = (m - mean) / se
+    C, C_se = ref.cov_and_se(draws)
+    z_cov = (C - cov) / C_se
+    print(f"{sampler} lazy={lazy}: max |z| mean {np.abs(z_mean).max():.2f}, "
+          f"cov {np.abs(z_cov).max():.2f}")
+    assert np.all(np.abs(z_mean) < Z), np.round(z_mean, 2)
+    assert np.all(np.abs(z_cov) < Z), np.abs(z_cov).max()
+
+
+@pytest.mark.parametrize("sampler, h", [("sgld", 0.02), ("uld", 0.1), ("baoab", 0.1)])
+def test_lazy_equals_eager_in_law_with_a_diagonal_metric_control_variate_and_weights(sampler, h):
     """The exponential integrator in a diagonal metric (centre, scales and
     scale 1/T), a fixed control variate with preferential rows, and datum
     weights: lazy and eager chains' means and sds agree within their joint
@@ -171,14 +288,15 @@ def test_lazy_equals_eager_in_law_with_a_diagonal_metric_control_variate_and_wei
                             control_sum=Xe.T @ R, alias=prob_table)
 
     runs = {lazy: np.stack([
-        _run(X, y, lazy, 10 * lazy + s, estimator_of, metric, 0.02, alpha, noise_var, 100_000, 10,
-             np.zeros(len(D)), w, reference_precision=1.0, scale=1.0 / T) for s in range(4)])
+        _run(X, y, lazy, 10 * lazy + s, estimator_of, metric, h, alpha, noise_var, 100_000, 10,
+             np.zeros(len(D)), w, reference_precision=1.0, scale=1.0 / T, friction=2.0,
+             sampler=sampler) for s in range(4)])
         for lazy in (False, True)}
     (m0, _, se0, _), (m1, _, se1, _) = ref.mean_and_se(runs[False]), ref.mean_and_se(runs[True])
     (s0, sse0), (s1, sse1) = ref.sd_and_se(runs[False]), ref.sd_and_se(runs[True])
     z_mean = (m1 - m0) / np.hypot(se0, se1)
     z_sd = (s1 - s0) / np.hypot(sse0, sse1)
-    print(f"max |z| mean {np.abs(z_mean).max():.2f}, sd {np.abs(z_sd).max():.2f}; "
+    print(f"{sampler}: max |z| mean {np.abs(z_mean).max():.2f}, sd {np.abs(z_sd).max():.2f}; "
           f"sd/posterior sd [{(s1 / np.sqrt(np.diag(post_cov))).min():.3f}, "
           f"{(s1 / np.sqrt(np.diag(post_cov))).max():.3f}]")
     assert np.all(np.abs(z_mean) < Z), np.round(z_mean, 2)

@@ -1,51 +1,53 @@
 # cython: language_level=3
-"""Lazy, exact SGLD and SGHMC on sparse rows: O(nnz) a step instead of O(dim).
+"""Lazy, exact SGLD, SGHMC, ULD and BAOAB on sparse rows: O(nnz) a step instead of O(dim).
 
 On CSR data a minibatch touches only the columns of its rows.  Between two
-touches a coordinate ``z_j`` moves under the prior alone (and the constant
-drift of a control variate's sum ``A_j``): in a diagonal or identity metric
-``theta_j = c_j + D_j z_j`` its SGLD step is the linear Gaussian recursion
+touches a coordinate moves under the prior alone (and the constant drift of
+a control variate's sum ``A_j``): in a diagonal or identity metric
+``theta_j = c_j + D_j z_j`` its untouched step is a linear Gaussian
+recursion whose k-step law is sampled exactly when the coordinate is next
+needed (formulas in the user guide, "Lazy sparse steps").
 
-    z_j <- a_j z_j + b_j + s xi,     a_j = 1 - o_j,  o_j = c s_m alpha D_j^2,
-                                      b_j = -c s_m D_j (alpha c_j + A_j),
-
-(``c``, ``s`` the dynamics' gradient and noise coefficients, ``s_m`` the
-metric's scale), whose k-step law is exact in closed form (AR(1)):
-
-    z_j <- a^k z_j + b (1 - a^k) / o + s sqrt((1 - a^(2k)) / (o (2 - o))) xi.
-
-Euler SGHMC's untouched pair ``(z_j, r_j)`` follows the 2 x 2 recursion
-``z <- z + h r``, ``r <- r - h (a_j z + beta_j + gamma r) + s xi``
-(``a_j = s_m alpha D_j^2``, ``beta_j = s_m D_j (alpha c_j + A_j)``); its k-step
-law (matrix power, mean and covariance) is composed from binary powers of
-the one-step law in O(log k), where every term adds (nothing cancels, in the
-over- and the underdamped regime alike).
+* SGLD: ``z <- a z + b + s xi`` (AR(1)), kept in parameter units,
+  ``theta <- m + a (theta - m) + sd_theta sqrt(1 - a^2) xi`` with the
+  stationary mean ``m = -A_j / alpha`` and sd ``sd_theta``; the k-step law is
+  ``m + a^k (theta - m) + sd_theta sqrt(1 - a^(2k)) xi``.  A touched step
+  defers its noise into the next catch-up: it stores ``theta - g delta / a``
+  one step behind, whose one-step law is exactly the eager step's (one
+  Gaussian a touch instead of two).
+* SGHMC (Euler), ULD (the exact OU step with the gradient frozen) and BAOAB:
+  the pair ``(z_j, r_j)`` follows ``x <- M_j x + u_j + N(0, C_j)``, a 2 x 2
+  law per coordinate (built from its prior curvature and drift); its k-step
+  law is composed from binary powers of the one-step law, O(log k), every
+  term adding (nothing cancels).  BAOAB's gradient serves the closing kick
+  of one step and the opening kick of the next: a touched coordinate keeps
+  its data term pending until its next step.
 
 A coordinate is brought up to date only when a row of the minibatch touches
 it, before its residuals are computed, and every coordinate at a kept draw
-and at the end of a round: the chain has the same law, step for step, as
+and at the end of a run: the chain has the same law, step for step, as
 the eager loop of :func:`._chain.run_segment` (not the same random numbers).
 The touched coordinates then take their full step with the minibatch's data
-term.  The other dynamics run the eager loop: the exact-OU ULD and BAOAB
-(their untouched steps are linear too; not written yet), pSGLD (its
-preconditioner moves with every gradient), Metropolis-adjusted steps (the
-accept test needs the whole state), and dense metrics (which mix every
-coordinate); so do the snapshot estimators (their drift changes at each
-refresh) and EWSG (its index chain weighs whole gradients).
+term.  The other dynamics run the eager loop: pSGLD (its preconditioner
+moves with every gradient), SGNHT (its thermostat couples every
+coordinate), SG-HMC leapfrog (its momentum is redrawn per trajectory and it
+may be Metropolis-adjusted), Metropolis-adjusted steps (the accept test
+needs the whole state), and dense metrics (which mix every coordinate); so
+do the snapshot estimators (their drift changes at each refresh) and EWSG
+(its index chain weighs whole gradients).
 """
 import numpy as np
 
 from cpython.pycapsule cimport PyCapsule_GetPointer
-from libc.math cimport exp, expm1, log1p, sqrt, pow, isfinite, fabs, INFINITY
+from libc.math cimport exp, expm1, log1p, sqrt, pow, isfinite, fabs, INFINITY, NAN
 from libc.string cimport memcpy
 from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
-from numpy.random.c_distributions cimport (random_interval, random_standard_normal,
-                                           random_standard_uniform)
+from numpy.random.c_distributions cimport random_interval, random_standard_uniform
 
 from ._chain import parse_bounds
-from ._dataset cimport RowStore, CSR, SKB_PREFETCH
-from ._dynamics cimport SGHMC, SGLD
+from ._dataset cimport RowStore, CSR, SKB_PREFETCH, row_prefetch
+from ._dynamics cimport BAOAB, SGHMC, SGLD, ULD, Dynamics
 from ._estimators cimport (ProblemStore, GradientEstimator, GLMEstimator, UniformSubsampling,
                            datum_weight, ACCESS_RANDOM, ACCESS_WEIGHTED, CONTROL_NONE,
                            CONTROL_FIXED)
@@ -58,17 +60,31 @@ from libc.stdint cimport uint64_t
 #: the ``sampler`` and ``subsampling`` names this module has kernels for
 #: (``"uniform"`` with ``access="random"``); :func:`lazy_supported` checks the
 #: built objects
-LAZY_SAMPLERS = ("sgld", "sghmc")
+LAZY_SAMPLERS = ("sgld", "sghmc", "uld", "baoab")
 LAZY_SUBSAMPLINGS = ("uniform", "cv", "preferential", "cv-preferential")
+
+cdef enum LazyKind:
+    LAZY_SGLD = 0
+    LAZY_SGHMC = 1
+    LAZY_ULD = 2
+    LAZY_BAOAB = 3
+
+#: below this ``a`` an SGLD touch takes its own noise (deferring it divides by a)
+cdef double A_DEFER = 0.25
+#: the touched coordinates are checked against the bounds every this many
+#: steps (and for finiteness at every step), as the eager loop checks
+cdef enum:
+    CHECK_EVERY = 16
 
 
 def lazy_supported(GradientEstimator estimator, dynamics, Metric metric, int ewsg_chain_length=0):
-    """Whether :func:`run_segment_lazy` can run this chain (else the eager loop).
+    """Whether :class:`LazyChain` can run this chain (else the eager loop).
 
-    CSR rows; SGLD without a Metropolis correction, or Euler SGHMC; an identity or diagonal
-    metric; no EWSG index chain; uniform minibatches with replacement, or a
-    fixed control variate and/or fixed importance weights (``"cv"``,
-    ``"preferential"``, ``"cv-preferential"``), at a fixed batch size.
+    CSR rows; SGLD without a Metropolis correction, Euler SGHMC, ULD or
+    BAOAB; an identity or diagonal metric; no EWSG index chain; uniform
+    minibatches with replacement, or a fixed control variate and/or fixed
+    importance weights (``"cv"``, ``"preferential"``, ``"cv-preferential"``),
+    at a fixed batch size.
     """
     cdef GLMEstimator glm
     cdef UniformSubsampling uni
@@ -77,7 +93,7 @@ def lazy_supported(GradientEstimator estimator, dynamics, Metric metric, int ews
     if type(dynamics) is SGLD:
         if dynamics.metropolis:
             return False
-    elif type(dynamics) is not SGHMC:
+    elif type(dynamics) not in (SGHMC, ULD, BAOAB):
         return False
     if metric.kind != METRIC_IDENTITY and metric.kind != METRIC_DIAGONAL:
         return False
@@ -106,14 +122,31 @@ cdef inline double _value(const RowStore* X, intp p) noexcept nogil:
 
 cdef struct Coord:
     # one cache line per coordinate: everything a touch reads or writes
-    double z            # the state, in the metric's coordinates
-    double k1           # SGLD: o = 1 - a of the untouched recursion; SGHMC: its curvature
-    double k2           # SGLD: log(a) (o < 1);                        SGHMC: the momentum r
-    double k3           # the untouched recursion's constant drift (b; SGHMC: beta)
-    double center       # theta = center + D z
-    double D
-    double delta        # the step's data term sum_i w_i (r_i - a_i) x_ij
-    long long last      # steps applied to z; -(t + 1) while in step t's touched list
+    double x            # SGLD: theta_j (parameter units);   pairs: z_j (metric coordinates)
+    double k1           # SGLD: a of the AR(1);              pairs: a_j, the untouched curvature
+    double k2           # SGLD: log a (NaN where a <= A_DEFER); pairs: the momentum / velocity r_j
+    double k3           # SGLD: its stationary mean m_j;     pairs: beta_j, the untouched drift
+    double k4           # SGLD: its stationary sd;           pairs: the centre c_j
+    double k5           # SGLD: the data term's factor g_j;  pairs: D_j
+    double delta        # the step's data term sum_i w_i (r_i - a_i) x_ij (BAOAB: pending)
+    long long last      # steps applied; -(t + 1) while in step t's touched list
+
+
+cdef struct Dyn:
+    # the constants of one chain's dynamics, in the metric's coordinates
+    int kind
+    double h, gamma, kappa, s, sm
+    # ULD's exact step: (z, v) <- E (z, v) - (f_x, f_v) g + L xi
+    double e_xx, e_xv, e_vx, e_vv, f_x, f_v, l_vv, l_xv, l_xx
+    # BAOAB: the drift A over h/2 (a rotation when kappa > 0) and the O step
+    double rot_c, rot_s, omega, o_decay, o_noise
+
+
+cdef struct Law:
+    # x -> M x + u + N(0, C): M row-major, C as (c00, c01, c11)
+    double M[4]
+    double u[2]
+    double C[3]
 
 
 #: normals made at a time by the vectorised stream (``normal_kernel.h``)
@@ -123,8 +156,7 @@ cdef enum:
 
 cdef struct Normals:
     # a buffer of standard normals refilled in blocks (~0.5 ns a number,
-    # against ~8 ns for numpy's generator one at a time: two are drawn per
-    # touched coordinate per step, the main cost of a lazy step)
+    # against ~8 ns for numpy's generator one at a time)
     skb_normal_state* state
     double* buf
     intp pos
@@ -152,112 +184,220 @@ cdef class _NormalSource:
         self.normals.pos = NORMAL_BLOCK
 
 
-cdef inline double _advance(double z, double o, double log_a, double b, double s, long long k,
-                            Normals* rng) noexcept nogil:
-    """z after k untouched steps, exactly (one Gaussian draw)."""
-    cdef double em, ak, one_m_ak
+# ---------------------------------------------------------------- SGLD
+
+cdef inline double _expm1(double x) noexcept nogil:
+    """e^x - 1: its Taylor series to x^6 where |x| < 0.01 (relative error
+    below 2e-16, without a libm call), else ``expm1``."""
+    if fabs(x) < 0.01:
+        return x * (1.0 + x * 0.5 * (1.0 + x * (1.0 / 3.0) * (1.0 + x * 0.25 * (
+            1.0 + x * 0.2 * (1.0 + x * (1.0 / 6.0))))))
+    return expm1(x)
+
+
+cdef inline void _sgld_record(Coord* c, double o, double s, double g, double center,
+                              double D, double A, double alpha) noexcept nogil:
+    """The untouched AR(1) of one SGLD coordinate in parameter units: ``a = 1 - o``,
+    ``m = -A / alpha``, ``sd = D s / sqrt(o (2 - o))``; ``g`` the data term's
+    factor on theta (divided by a where the touched step defers its noise)."""
+    cdef double a = 1.0 - o
+    c.k1 = a
+    c.k2 = log1p(-o) if a > A_DEFER else NAN
+    c.k3 = -A / alpha
+    c.k4 = D * s / sqrt(o * (2.0 - o)) if o < 2.0 else NAN
+    c.k5 = g / a if a > A_DEFER else g
+
+
+cdef inline void _sgld_catch_up(Coord* c, long long k, Normals* rng) noexcept nogil:
+    """theta after k untouched steps, exactly (one Gaussian draw):
+    ``m + a^k (theta - m) + sd sqrt(1 - a^(2k)) xi``."""
+    cdef double a = c.k1, ak, var, em
     if k <= 0:
-        return z
+        return
     if k == 1:
-        return (1.0 - o) * z + b + s * _normal(rng)
-    if o < 1.0:
-        em = expm1(<double> k * log_a)       # a^k - 1, accurate for a^k near 1
+        ak = a
+        var = (1.0 - a) * (1.0 + a)
+    elif a > A_DEFER:
+        em = _expm1(<double> k * c.k2)       # a^k - 1, accurate for a^k near 1
         ak = 1.0 + em
-        one_m_ak = -em
-    else:  # a <= 0 (a step beyond the stiffest direction's half period)
-        ak = pow(1.0 - o, <double> k)
-        one_m_ak = 1.0 - ak
-    return (ak * z + b * one_m_ak / o
-            + s * sqrt(one_m_ak * (1.0 + ak) / (o * (2.0 - o))) * _normal(rng))
+        var = -em * (2.0 + em)
+    else:                                    # a stiff coordinate (a <= A_DEFER, maybe < 0)
+        ak = pow(a, <double> k)
+        var = 1.0 - ak * ak
+    c.x = c.k3 + ak * (c.x - c.k3) + c.k4 * sqrt(var) * _normal(rng)
 
 
-cdef inline void _compose(double* P, double* mu, double* C, const double* Q, const double* nu,
-                          const double* D) noexcept nogil:
-    """(P, mu, C) <- the law of (P, mu, C) followed by (Q, nu, D): x -> Q (P x + mu) + nu,
-    covariance Q C Q^T + D (2 x 2, row-major; C, D symmetric as c00, c01, c11)."""
+# ---------------------------------------------- SGHMC, ULD, BAOAB: 2 x 2 laws
+
+cdef inline void _compose(Law* L, const Law* N) noexcept nogil:
+    """L <- the law of L followed by N: x -> N.M (L.M x + L.u) + N.u, covariance
+    N.M L.C N.M^T + N.C."""
+    cdef const double* Q = N.M
+    cdef double* P = L.M
+    cdef double* C = L.C
     cdef double p00 = Q[0] * P[0] + Q[1] * P[2], p01 = Q[0] * P[1] + Q[1] * P[3]
     cdef double p10 = Q[2] * P[0] + Q[3] * P[2], p11 = Q[2] * P[1] + Q[3] * P[3]
-    cdef double m0 = Q[0] * mu[0] + Q[1] * mu[1] + nu[0]
-    cdef double m1 = Q[2] * mu[0] + Q[3] * mu[1] + nu[1]
-    # Q C Q^T
+    cdef double m0 = Q[0] * L.u[0] + Q[1] * L.u[1] + N.u[0]
+    cdef double m1 = Q[2] * L.u[0] + Q[3] * L.u[1] + N.u[1]
     cdef double a0 = Q[0] * C[0] + Q[1] * C[1], a1 = Q[0] * C[1] + Q[1] * C[2]
     cdef double b0 = Q[2] * C[0] + Q[3] * C[1], b1 = Q[2] * C[1] + Q[3] * C[2]
-    C[0] = a0 * Q[0] + a1 * Q[1] + D[0]
-    C[1] = a0 * Q[2] + a1 * Q[3] + D[1]
-    C[2] = b0 * Q[2] + b1 * Q[3] + D[2]
+    C[0] = a0 * Q[0] + a1 * Q[1] + N.C[0]
+    C[1] = a0 * Q[2] + a1 * Q[3] + N.C[1]
+    C[2] = b0 * Q[2] + b1 * Q[3] + N.C[2]
     P[0], P[1], P[2], P[3] = p00, p01, p10, p11
-    mu[0], mu[1] = m0, m1
+    L.u[0], L.u[1] = m0, m1
 
 
-cdef inline void _advance_momentum(double* z, double* r, double a, double beta, double h,
-                                   double gamma, double s, long long k,
-                                   Normals* rng) noexcept nogil:
-    """(z, r) after k untouched Euler SGHMC steps, exactly:
-    ``z' = z + h r``, ``r' = r - h (a z + beta + gamma r) + s xi``, a linear
-    Gaussian recursion whose k-step law (P, mu, C) comes from binary powers
-    of the one-step law (O(log k); every term adds, nothing cancels)."""
-    cdef double z0 = z[0], r0 = r[0], L11, L21, L22, x1, x2
-    cdef double P[4]
-    cdef double mu[2]
-    cdef double C[3]
-    cdef double B[4]
-    cdef double bu[2]
-    cdef double BC[3]
-    cdef double B2[4]
-    cdef double bu2[2]
-    cdef double BC2[3]
-    if k <= 0:
+cdef inline void _law_set(Law* L, double m00, double m01, double m10, double m11, double u0,
+                          double u1, double c00, double c01, double c11) noexcept nogil:
+    L.M[0], L.M[1], L.M[2], L.M[3] = m00, m01, m10, m11
+    L.u[0], L.u[1] = u0, u1
+    L.C[0], L.C[1], L.C[2] = c00, c01, c11
+
+
+cdef inline void _baoab_drift(const Dyn* q, Law* L) noexcept nogil:
+    # A over h/2: the exact flow of the reference Gaussian (a free drift when kappa = 0)
+    if q.omega == 0.0:
+        _law_set(L, 1.0, 0.5 * q.h, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    else:
+        _law_set(L, q.rot_c, q.rot_s / q.omega, -q.omega * q.rot_s, q.rot_c,
+                 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+cdef inline void _step_law(const Dyn* q, double a, double beta, bint partial,
+                           Law* L) noexcept nogil:
+    """One untouched step of a pair (untouched gradient ``a z + beta``); for
+    BAOAB with ``partial`` only B A O A (the state where the closing kick's
+    gradient is taken)."""
+    cdef Law N
+    cdef double ae = a - q.kappa, t = 0.5 * q.h
+    if q.kind == LAZY_SGHMC:
+        _law_set(L, 1.0, q.h, -q.h * a, 1.0 - q.h * q.gamma, 0.0, -q.h * beta,
+                 0.0, 0.0, q.s * q.s)
+    elif q.kind == LAZY_ULD:
+        _law_set(L, q.e_xx - q.f_x * ae, q.e_xv, q.e_vx - q.f_v * ae, q.e_vv,
+                 -q.f_x * beta, -q.f_v * beta,
+                 q.l_xv * q.l_xv + q.l_xx * q.l_xx, q.l_xv * q.l_vv, q.l_vv * q.l_vv)
+    else:
+        _law_set(L, 1.0, 0.0, -t * ae, 1.0, 0.0, -t * beta, 0.0, 0.0, 0.0)   # B
+        _baoab_drift(q, &N)                                                 # A
+        _compose(L, &N)
+        _law_set(&N, 1.0, 0.0, 0.0, q.o_decay, 0.0, 0.0, 0.0, 0.0,          # O
+                 q.o_noise * q.o_noise)
+        _compose(L, &N)
+        _baoab_drift(q, &N)                                                 # A
+        _compose(L, &N)
+        if not partial:
+            _law_set(&N, 1.0, 0.0, -t * ae, 1.0, 0.0, -t * beta, 0.0, 0.0, 0.0)
+            _compose(L, &N)
+
+
+cdef inline void _pair_catch_up(Coord* c, const Dyn* q, long long k, bint partial,
+                                Normals* rng) noexcept nogil:
+    """(z, r) after k untouched steps (and, with ``partial``, BAOAB's B A O A
+    of the next), exactly: the k-step law from binary powers of the one-step
+    law (O(log k)), then one correlated Gaussian pair.  BAOAB's pending data
+    term enters the first step's opening kick."""
+    cdef double z0 = c.x, r0 = c.k2, L11, L21, L22, x1, x2
+    cdef Law total, base, twice, part
+    if k <= 0 and not partial:
         return
+    if q.kind == LAZY_BAOAB and c.delta != 0.0:
+        r0 -= 0.5 * q.h * q.sm * c.k5 * c.delta
+        c.delta = 0.0
+    if q.kind == LAZY_SGHMC and k == 1:
+        c.x = z0 + q.h * r0
+        c.k2 = r0 - q.h * (c.k1 * z0 + c.k3 + q.gamma * r0) + q.s * _normal(rng)
+        return
+    _law_set(&total, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     if k == 1:
-        z[0] = z0 + h * r0
-        r[0] = r0 - h * (a * z0 + beta + gamma * r0) + s * _normal(rng)
-        return
-    P[0], P[1], P[2], P[3] = 1.0, 0.0, 0.0, 1.0
-    mu[0], mu[1] = 0.0, 0.0
-    C[0], C[1], C[2] = 0.0, 0.0, 0.0
-    B[0], B[1], B[2], B[3] = 1.0, h, -h * a, 1.0 - h * gamma
-    bu[0], bu[1] = 0.0, -h * beta
-    BC[0], BC[1], BC[2] = 0.0, 0.0, s * s
-    while k:
-        if k & 1:
-            _compose(P, mu, C, B, bu, BC)
-        k >>= 1
-        if k:
-            # the base doubles: (B, bu, BC) followed by itself
-            B2[0], B2[1], B2[2], B2[3] = B[0], B[1], B[2], B[3]
-            bu2[0], bu2[1] = bu[0], bu[1]
-            BC2[0], BC2[1], BC2[2] = BC[0], BC[1], BC[2]
-            _compose(B, bu, BC, B2, bu2, BC2)
+        _step_law(q, c.k1, c.k3, False, &total)
+    elif k > 1:
+        _step_law(q, c.k1, c.k3, False, &base)
+        while k:
+            if k & 1:
+                _compose(&total, &base)
+            k >>= 1
+            if k:
+                twice = base
+                _compose(&base, &twice)        # the base doubles
+    if partial:
+        _step_law(q, c.k1, c.k3, True, &part)
+        _compose(&total, &part)
     x1 = _normal(rng)
     x2 = _normal(rng)
-    L11 = sqrt(C[0]) if C[0] > 0.0 else 0.0
-    L21 = C[1] / L11 if L11 > 0.0 else 0.0
-    L22 = C[2] - L21 * L21
+    L11 = sqrt(total.C[0]) if total.C[0] > 0.0 else 0.0
+    L21 = total.C[1] / L11 if L11 > 0.0 else 0.0
+    L22 = total.C[2] - L21 * L21
     L22 = sqrt(L22) if L22 > 0.0 else 0.0
-    z[0] = P[0] * z0 + P[1] * r0 + mu[0] + L11 * x1
-    r[0] = P[2] * z0 + P[3] * r0 + mu[1] + L21 * x1 + L22 * x2
+    c.x = total.M[0] * z0 + total.M[1] * r0 + total.u[0] + L11 * x1
+    c.k2 = total.M[2] * z0 + total.M[3] * r0 + total.u[1] + L21 * x1 + L22 * x2
 
 
-cdef inline void _advance_coord(Coord* c, bint momentum, double s, double h, double gamma,
-                                long long k, Normals* rng) noexcept nogil:
-    if momentum:
-        _advance_momentum(&c.z, &c.k2, c.k1, c.k3, h, gamma, s, k, rng)
+cdef inline void _catch_up(Coord* c, const Dyn* q, long long k, bint partial,
+                           Normals* rng) noexcept nogil:
+    if q.kind == LAZY_SGLD:
+        _sgld_catch_up(c, k, rng)
     else:
-        c.z = _advance(c.z, c.k1, c.k2, c.k3, s, k, rng)
+        _pair_catch_up(c, q, k, partial, rng)
 
 
-cdef inline bint _bad(const Coord* c, double max_abs_z, const double* bc, const double* bs,
-                      double max_sds, intp j) noexcept nogil:
-    if not isfinite(c.z) or fabs(c.z) > max_abs_z:
+cdef inline double _theta(const Coord* c, int kind) noexcept nogil:
+    return c.x if kind == LAZY_SGLD else c.k4 + c.k5 * c.x
+
+
+cdef inline void _touched_step(Coord* c, const Dyn* q, long long t, Normals* rng) noexcept nogil:
+    """The full step of a coordinate the minibatch touched (its data term in
+    ``delta``), brought up to step t (BAOAB: to the closing kick of step t)."""
+    cdef double x, v, g, xi1, xi2
+    if q.kind == LAZY_SGLD:
+        if c.k1 > A_DEFER:
+            # its noise deferred: one step behind, so the next catch-up draws it
+            c.x -= c.k5 * c.delta
+            c.last = t
+        else:
+            c.x = c.k3 + c.k1 * (c.x - c.k3) - c.k5 * c.delta \
+                + c.k4 * sqrt((1.0 - c.k1) * (1.0 + c.k1)) * _normal(rng)
+            c.last = t + 1
+        c.delta = 0.0
+        return
+    x = c.x
+    v = c.k2
+    if q.kind == LAZY_SGHMC:   # z moves with the old r, r with the gradient at z
+        c.x = x + q.h * v
+        c.k2 = v - q.h * (c.k1 * x + c.k3 + q.gamma * v + q.sm * c.k5 * c.delta) \
+            + q.s * _normal(rng)
+        c.delta = 0.0
+    elif q.kind == LAZY_ULD:
+        g = (c.k1 - q.kappa) * x + c.k3 + q.sm * c.k5 * c.delta
+        xi1 = _normal(rng)
+        xi2 = _normal(rng)
+        c.x = q.e_xx * x + q.e_xv * v - q.f_x * g + q.l_xv * xi1 + q.l_xx * xi2
+        c.k2 = q.e_vx * x + q.e_vv * v - q.f_v * g + q.l_vv * xi1
+        c.delta = 0.0
+    else:                      # BAOAB's closing kick; delta stays for the next opening one
+        c.k2 = v - 0.5 * q.h * ((c.k1 - q.kappa) * x + c.k3 + q.sm * c.k5 * c.delta)
+    c.last = t + 1
+
+
+cdef inline bint _far(const Coord* c, int kind, double max_abs_z, const double* center,
+                      const double* scale, const double* bc, const double* bs, double max_sds,
+                      intp j) noexcept nogil:
+    """A state beyond the divergence bounds (|z_j| > max_abs_z, or theta_j
+    more than max_sds bound sds from the bound centre)."""
+    cdef double th = _theta(c, kind)
+    if not isfinite(th):
         return True
-    return bs != NULL and fabs(c.center + c.D * c.z - bc[j]) > max_sds * bs[j]
+    if isfinite(max_abs_z) and fabs(th - center[j]) > max_abs_z * scale[j]:
+        return True
+    return bs != NULL and fabs(th - bc[j]) > max_sds * bs[j]
 
 
 cdef class LazyChain:
-    """Lazy SGLD or SGHMC steps of one chain (see the module docstring).
+    """Lazy SGLD, SGHMC, ULD or BAOAB steps of one chain (see the module docstring).
 
-    Built once per chain run from its estimator, prior, metric and SGLD
-    dynamics (the per-coordinate recursions are computed here, O(dim)); then
+    Built once per chain run from its estimator, prior, metric and dynamics
+    (the per-coordinate recursions are computed here, O(dim)); then
     :meth:`run` advances it segment by segment without bringing every
     coordinate up to date in between, and :meth:`finish` writes the current
     state back.
@@ -270,8 +410,10 @@ cdef class LazyChain:
         Prior precision.
     metric : Metric
         Identity or diagonal.
-    dynamics : SGLD or SGHMC
-        SGHMC's momentum is read now and written back by :meth:`finish`.
+    dynamics : SGLD, SGHMC, ULD or BAOAB
+        The momentum (velocity) is read now and written back by
+        :meth:`finish`; so is BAOAB's cached gradient (drawn afresh at the
+        first step when the dynamics has none).
     theta : ndarray of shape (dim,)
         The state ``z`` (read now; written by :meth:`finish`).
     seed : int
@@ -287,24 +429,24 @@ cdef class LazyChain:
     cdef int access, control
     cdef double[::1] table, inv_np, alias_prob
     cdef intp[::1] alias_index
-    cdef double[::1] params
+    cdef double[::1] params, center, scale
     cdef intp[::1] idx, touched
     cdef double[::1] zbuf, rbuf
-    cdef double s, kscale          # noise coefficient; the data term's factor (times D_j)
-    cdef bint momentum             # SGHMC (else SGLD)
-    cdef double h, gamma           # SGHMC's step and friction
+    cdef Dyn q
+    cdef bint need_gradient         # BAOAB without a cached gradient: draw one first
     cdef object dynamics
-    cdef long long t               # steps taken
-    cdef _NormalSource noise       # the Gaussian draws (vectorised stream)
+    cdef long long t                # steps taken
+    cdef _NormalSource noise        # the Gaussian draws (vectorised stream)
 
     def __init__(self, GradientEstimator estimator, double alpha, Metric metric, dynamics,
                  theta, seed=0):
         cdef GLMEstimator glm
         cdef bint diagonal
-        cdef const double[::1] zv, Av, rv
+        cdef const double[::1] zv, Av, rv, gv
         cdef intp j
-        cdef double Dj, cj, oj, cs
+        cdef double Dj, cj, sm, c_grad = 0.0
         cdef Coord* rec
+        cdef Dynamics dyn = dynamics
         if not lazy_supported(estimator, dynamics, metric):
             raise ValueError("this estimator, dynamics or metric has no lazy kernel")
         self.estimator = estimator
@@ -335,51 +477,57 @@ cdef class LazyChain:
             self.b = (<UniformSubsampling> estimator).batch_size
         sm = metric.scale
         self.dynamics = dynamics
-        self.momentum = type(dynamics) is SGHMC
-        if self.momentum:
-            # z' = z + h r, r' = r - h (g + gamma r) + sqrt(2 gamma T h) xi, g = s_m D (alpha theta + G)
-            self.h = (<SGHMC> dynamics).step_size
-            self.gamma = (<SGHMC> dynamics).friction
-            self.s = sqrt(2.0 * self.gamma * (<SGHMC> dynamics).temperature * self.h)
-            c = 1.0                      # the curvature and drift below enter as gradients
-            self.kscale = self.h * sm
-            r0 = np.asarray((<SGHMC> dynamics).momentum)
-        else:
-            c = (<SGLD> dynamics).c_grad
-            self.s = (<SGLD> dynamics).c_noise
-            self.kscale = c * sm
+        self.q = _dyn_constants(dynamics, sm)
+        if self.q.kind == LAZY_SGLD:
+            c_grad = (<SGLD> dynamics).c_grad
             r0 = None
+        elif self.q.kind == LAZY_ULD:
+            r0 = np.asarray((<ULD> dynamics).velocity)
+        elif self.q.kind == LAZY_BAOAB:
+            r0 = np.asarray((<BAOAB> dynamics).momentum)
+        else:
+            r0 = np.asarray((<SGHMC> dynamics).momentum)
+        self.need_gradient = self.q.kind == LAZY_BAOAB and not dyn.cache_valid
         # 64-byte aligned: each coordinate's record is exactly one cache line
-        dtype = np.dtype([("z", "f8"), ("k1", "f8"), ("k2", "f8"), ("k3", "f8"),
-                          ("center", "f8"), ("D", "f8"), ("delta", "f8"), ("last", "i8")])
+        dtype = np.dtype([("x", "f8"), ("k1", "f8"), ("k2", "f8"), ("k3", "f8"),
+                          ("k4", "f8"), ("k5", "f8"), ("delta", "f8"), ("last", "i8")])
         raw = np.empty(max(dim, 1) * dtype.itemsize + 64, dtype=np.uint8)
         offset = (-raw.ctypes.data) % 64
         self.coords_mem = raw[offset:offset + max(dim, 1) * dtype.itemsize].view(dtype)
         self.coords = &self.coords_mem[0]
         diagonal = metric.kind == METRIC_DIAGONAL
+        self.center = (np.array(metric.center, dtype=np.float64) if diagonal
+                       else np.zeros(max(dim, 1)))
+        self.scale = (np.array(metric.diag, dtype=np.float64) if diagonal
+                      else np.ones(max(dim, 1)))
         zv = np.ascontiguousarray(theta, dtype=np.float64)
         rv = np.ascontiguousarray(r0 if r0 is not None else np.zeros(max(dim, 1)),
                                   dtype=np.float64)
+        gv = np.ascontiguousarray(dyn.cache_grad if self.q.kind == LAZY_BAOAB and
+                                  dyn.cache_valid else np.zeros(max(dim, 1)), dtype=np.float64)
         Av = np.ascontiguousarray(A, dtype=np.float64)
-        cs = c * sm
         for j in range(dim):
-            Dj = metric.diag[j] if diagonal else 1.0
-            cj = metric.center[j] if diagonal else 0.0
-            oj = cs * alpha * Dj * Dj
+            Dj = self.scale[j]
+            cj = self.center[j]
             rec = &self.coords[j]
-            rec.z = zv[j]
-            if self.momentum:            # the untouched gradient a z + beta, and r
-                rec.k1 = oj
-                rec.k2 = rv[j]
-                rec.k3 = sm * Dj * (alpha * cj + Av[j])
-            else:                        # o, log(a), b of the AR(1)
-                rec.k1 = oj
-                rec.k2 = log1p(-oj) if oj < 1.0 else 0.0
-                rec.k3 = -cs * Dj * (alpha * cj + Av[j])
-            rec.center = cj
-            rec.D = Dj
             rec.delta = 0.0
             rec.last = 0
+            if self.q.kind == LAZY_SGLD:
+                # the AR(1) in parameter units: o = c s_m alpha D^2, noise D s
+                _sgld_record(rec, c_grad * sm * alpha * Dj * Dj, self.q.s,
+                             c_grad * sm * Dj * Dj, cj, Dj, Av[j], alpha)
+                rec.x = cj + Dj * zv[j]
+            else:
+                # the untouched gradient a z + beta (z units), and r
+                rec.x = zv[j]
+                rec.k1 = sm * alpha * Dj * Dj
+                rec.k2 = rv[j]
+                rec.k3 = sm * Dj * (alpha * cj + Av[j])
+                rec.k4 = cj
+                rec.k5 = Dj
+                if self.q.kind == LAZY_BAOAB and dyn.cache_valid:
+                    # the cached gradient's data term, pending for the next opening kick
+                    rec.delta = (gv[j] - rec.k1 * rec.x - rec.k3) / (sm * Dj)
         self.params = np.zeros(max(dim, 1))
         self.idx = np.zeros(max(self.b, 1), dtype=np.intp)
         self.touched = np.zeros(max(dim, 1), dtype=np.intp)
@@ -394,23 +542,88 @@ cdef class LazyChain:
         cdef Coord* c
         for j in range(self.dim):
             c = &self.coords[j]
-            _advance_coord(c, self.momentum, self.s, self.h, self.gamma, self.t - c.last,
-                           &self.noise.normals)
+            _catch_up(c, &self.q, self.t - c.last, False, &self.noise.normals)
             c.last = self.t
 
     def finish(self, double[::1] theta):
         """Bring every coordinate up to date and write the state into ``theta``
-        (and SGHMC's momentum into its dynamics)."""
+        (and the momentum, velocity or cached gradient into the dynamics)."""
         cdef intp j
         cdef double[::1] r
+        cdef Coord* c
+        cdef Dynamics dyn = self.dynamics
         with nogil:
             self._bring_all()
             for j in range(self.dim):
-                theta[j] = self.coords[j].z
-        if self.momentum:
+                c = &self.coords[j]
+                theta[j] = ((c.x - self.center[j]) / self.scale[j] if self.q.kind == LAZY_SGLD
+                            else c.x)
+        if self.q.kind == LAZY_SGLD:
+            return
+        if self.q.kind == LAZY_ULD:
+            r = (<ULD> self.dynamics).velocity
+        elif self.q.kind == LAZY_BAOAB:
+            r = (<BAOAB> self.dynamics).momentum
+        else:
             r = (<SGHMC> self.dynamics).momentum
+        for j in range(self.dim):
+            r[j] = self.coords[j].k2
+        if self.q.kind == LAZY_BAOAB and not self.need_gradient:
             for j in range(self.dim):
-                r[j] = self.coords[j].k2
+                c = &self.coords[j]
+                dyn.cache_grad[j] = c.k1 * c.x + c.k3 + self.q.sm * c.k5 * c.delta
+            dyn.cache_valid = True
+
+    cdef void _draw_minibatch(self, bitgen_t* rng) noexcept nogil:
+        cdef intp jb, i, n = self.P.n
+        for jb in range(self.b):
+            i = <intp> random_interval(rng, n - 1)
+            if self.access == ACCESS_WEIGHTED and \
+                    random_standard_uniform(rng) >= self.alias_prob[i]:
+                i = self.alias_index[i]
+            self.idx[jb] = i
+            row_prefetch(self.P.X, i)
+
+    cdef void _data_term(self) noexcept nogil:
+        """Each row's residuals at the current theta of its columns, and the
+        estimator's term ``pi_i (w_i r_i - a_i) x_ij`` added to ``delta``."""
+        cdef const ProblemStore* P = self.P
+        cdef const RowStore* X = P.X
+        cdef Coord* coords = self.coords
+        cdef Coord* c
+        cdef intp d = X.n_features, dext = X.dext, jb, i, p, p0, p1
+        cdef int K = P.K, k, kind = self.q.kind
+        cdef double* zb = &self.zbuf[0]
+        cdef double* rb = &self.rbuf[0]
+        cdef double v, w, x
+        cdef double nb = <double> P.n / <double> self.b
+        for jb in range(self.b):
+            i = self.idx[jb]
+            p0 = _row_start(X, i)
+            p1 = _row_start(X, i + 1)
+            for k in range(K):
+                v = 0.0
+                for p in range(p0, p1):
+                    v += _value(X, p) * _theta(&coords[k * dext + _column(X, p)], kind)
+                if dext > d:
+                    v += _theta(&coords[k * dext + d], kind)
+                zb[k] = v
+            glm_residual(P.model, zb, K, P.y + i * P.y_stride, P.inv_noise_var, rb)
+            # the estimator's term: importance weight times (w_i r_i - a_i)
+            w = (self.inv_np[i] if self.access == ACCESS_WEIGHTED else 1.0) * nb
+            x = datum_weight(P, i)
+            for k in range(K):
+                rb[k] *= x
+                if self.control == CONTROL_FIXED:
+                    rb[k] -= self.table[i * K + k]
+                rb[k] *= w
+            for k in range(K):
+                if rb[k] == 0.0:
+                    continue
+                for p in range(p0, p1):
+                    coords[k * dext + _column(X, p)].delta += rb[k] * _value(X, p)
+                if dext > d:
+                    coords[k * dext + d].delta += rb[k]
 
     def run(self, Py_ssize_t n_steps, Py_ssize_t thin=1, out=None, bit_generator=None,
             double max_abs_z=INFINITY, bounds=None, dict report=None):
@@ -418,8 +631,9 @@ cdef class LazyChain:
 
         ``out`` receives every ``thin``-th state mapped to the parameters
         (all coordinates brought up to date and checked there); the touched
-        coordinates are checked at every step.  On divergence the state is
-        left as it is (the caller discards the chain).
+        coordinates are checked for finiteness at every step and against the
+        bounds every 16.  On divergence the state is left as it is (the
+        caller discards the chain).
 
         Returns
         -------
@@ -450,34 +664,38 @@ cdef class LazyChain:
                                                               "BitGenerator")
         cdef Coord* coords = self.coords
         cdef Coord* c
-        cdef Normals* nrm = &self.noise.normals
-        cdef bint mom = self.momentum
-        cdef double h = self.h, gamma = self.gamma
+        # a local copy, so that the compiler keeps its cursor in a register
+        cdef Normals local_normals = self.noise.normals
+        cdef Normals* nrm = &local_normals
+        cdef const Dyn* q = &self.q
+        cdef int kind = q.kind
+        cdef bint partial = kind == LAZY_BAOAB
+        cdef const double* center = &self.center[0]
+        cdef const double* scale = &self.scale[0]
         cdef double* params = &self.params[0]
         cdef intp* idx = &self.idx[0]
         cdef intp* touched = &self.touched[0]
-        cdef double* zb = &self.zbuf[0]
-        cdef double* rb = &self.rbuf[0]
-        cdef double s = self.s, ks = self.kscale, w, x, v
-        cdef double inv_b = 1.0 / <double> b
-        cdef intp n = P.n, step, jb, i, p, p0, p1, col, j, q, n_touched, n_kept = 0, n_done = 0
+        cdef intp step, jb, i, p, col, j, n_touched, n_kept = 0, n_done = 0
         cdef long long t, in_list
         cdef int k
-        cdef bint ok = True, finite = True
+        cdef bint ok = True, finite = True, check
         with bit_generator.lock, nogil:
+            if self.need_gradient:
+                # BAOAB's first opening kick needs a gradient at the start (as the eager
+                # loop draws one): its data term waits in delta
+                self._draw_minibatch(rng)
+                self._data_term()
+                self.estimator.n_evals += b
+                self.need_gradient = False
             for step in range(n_steps):
                 t = self.t
                 in_list = -(t + 1)
+                check = (t + 1) % CHECK_EVERY == 0
                 # 1. the minibatch
-                for jb in range(b):
-                    i = <intp> random_interval(rng, n - 1)
-                    if self.access == ACCESS_WEIGHTED and \
-                            random_standard_uniform(rng) >= self.alias_prob[i]:
-                        i = self.alias_index[i]
-                    idx[jb] = i
-                # 2. bring its columns (and the intercepts) up to step t; every
-                # coordinate's line is requested first, so that the misses of a
-                # large model overlap instead of queueing
+                self._draw_minibatch(rng)
+                # 2. bring its columns (and the intercepts) up to step t (BAOAB: to the
+                # closing kick of step t); every coordinate's line is requested first,
+                # so that the misses of a large model overlap instead of queueing
                 for jb in range(b):
                     i = idx[jb]
                     for p in range(_row_start(X, i), _row_start(X, i + 1)):
@@ -486,15 +704,13 @@ cdef class LazyChain:
                 n_touched = 0
                 for jb in range(b):
                     i = idx[jb]
-                    p0 = _row_start(X, i)
-                    p1 = _row_start(X, i + 1)
-                    for p in range(p0, p1):
+                    for p in range(_row_start(X, i), _row_start(X, i + 1)):
                         col = _column(X, p)
                         for k in range(K):
                             j = k * dext + col
                             c = &coords[j]
                             if c.last != in_list:
-                                _advance_coord(c, mom, s, h, gamma, t - c.last, nrm)
+                                _catch_up(c, q, t - c.last, partial, nrm)
                                 c.last = in_list
                                 touched[n_touched] = j
                                 n_touched += 1
@@ -502,56 +718,21 @@ cdef class LazyChain:
                     for k in range(K):
                         j = k * dext + d
                         c = &coords[j]
-                        _advance_coord(c, mom, s, h, gamma, t - c.last, nrm)
+                        _catch_up(c, q, t - c.last, partial, nrm)
                         c.last = in_list
                         touched[n_touched] = j
                         n_touched += 1
                 # 3. each row's residuals at the touched theta, and the data term
-                for jb in range(b):
-                    i = idx[jb]
-                    p0 = _row_start(X, i)
-                    p1 = _row_start(X, i + 1)
-                    for k in range(K):
-                        v = 0.0
-                        for p in range(p0, p1):
-                            c = &coords[k * dext + _column(X, p)]
-                            v += _value(X, p) * (c.center + c.D * c.z)
-                        if dext > d:
-                            c = &coords[k * dext + d]
-                            v += c.center + c.D * c.z
-                        zb[k] = v
-                    glm_residual(P.model, zb, K, P.y + i * P.y_stride, P.inv_noise_var, rb)
-                    # the estimator's term: importance weight times (w_i r_i - a_i)
-                    w = (self.inv_np[i] if self.access == ACCESS_WEIGHTED else 1.0) \
-                        * <double> n * inv_b
-                    x = datum_weight(P, i)
-                    for k in range(K):
-                        rb[k] *= x
-                        if self.control == CONTROL_FIXED:
-                            rb[k] -= self.table[i * K + k]
-                        rb[k] *= w
-                    for k in range(K):
-                        if rb[k] == 0.0:
-                            continue
-                        for p in range(p0, p1):
-                            coords[k * dext + _column(X, p)].delta += rb[k] * _value(X, p)
-                        if dext > d:
-                            coords[k * dext + d].delta += rb[k]
+                self._data_term()
                 # 4. their full step; every touched coordinate is checked
-                for q in range(n_touched):
-                    c = &coords[touched[q]]
-                    if mom:   # Euler SGHMC: z moves with the old r, r with the gradient at z
-                        x = c.z
-                        c.z = x + h * c.k2
-                        c.k2 = c.k2 - h * (c.k1 * x + c.k3 + gamma * c.k2) - ks * c.D * c.delta \
-                            + s * _normal(nrm)
-                    else:
-                        c.z = (1.0 - c.k1) * c.z + c.k3 - ks * c.D * c.delta + s * _normal(nrm)
-                    c.delta = 0.0
-                    c.last = t + 1
-                    if _bad(c, max_abs_z, bc, bs, max_sds, touched[q]):
+                for jb in range(n_touched):
+                    j = touched[jb]
+                    c = &coords[j]
+                    _touched_step(c, q, t, nrm)
+                    if not isfinite(c.x) or (check and _far(c, kind, max_abs_z, center, scale,
+                                                            bc, bs, max_sds, j)):
                         ok = False
-                        finite = finite and isfinite(c.z)
+                        finite = finite and isfinite(c.x)
                 self.t = t + 1
                 if not ok:
                     break
@@ -559,21 +740,62 @@ cdef class LazyChain:
                 if keep and (step + 1) % thin == 0:
                     for j in range(dim):
                         c = &coords[j]
-                        _advance_coord(c, mom, s, h, gamma, self.t - c.last, nrm)
+                        _catch_up(c, q, self.t - c.last, False, nrm)
                         c.last = self.t
-                        params[j] = c.center + c.D * c.z
-                        if _bad(c, max_abs_z, bc, bs, max_sds, j):
+                        params[j] = _theta(c, kind)
+                        if _far(c, kind, max_abs_z, center, scale, bc, bs, max_sds, j):
                             ok = False
-                            finite = finite and isfinite(c.z)
+                            finite = finite and isfinite(c.x)
                     if not ok:
                         break
                     memcpy(&out_v[n_kept, 0], params, dim * sizeof(double))
                     n_kept += 1
                 n_done = step + 1
+        self.noise.normals.pos = local_normals.pos
         self.estimator.n_evals += <long long> n_done * b
         if not ok and report is not None:
             report["reason"] = "far" if finite else "non-finite"
         return n_done, n_kept
+
+
+cdef Dyn _dyn_constants(dynamics, double sm) except *:
+    """The kernel's constants of ``dynamics`` (in the metric's coordinates,
+    gradient scale ``sm``)."""
+    cdef Dyn q
+    cdef SGLD sgld
+    cdef SGHMC sghmc
+    cdef ULD uld
+    cdef BAOAB baoab
+    cdef double h
+    q.h = q.gamma = q.kappa = q.s = 0.0
+    q.e_xx = q.e_xv = q.e_vx = q.e_vv = q.f_x = q.f_v = q.l_vv = q.l_xv = q.l_xx = 0.0
+    q.rot_c = q.rot_s = q.omega = q.o_decay = q.o_noise = 0.0
+    q.sm = sm
+    if type(dynamics) is SGLD:
+        sgld = dynamics
+        q.kind = LAZY_SGLD
+        q.s = sgld.c_noise
+    elif type(dynamics) is SGHMC:
+        # z' = z + h r, r' = r - h (g + gamma r) + sqrt(2 gamma T h) xi, g = s_m D (alpha theta + G)
+        sghmc = dynamics
+        q.kind = LAZY_SGHMC
+        q.h, q.gamma = sghmc.step_size, sghmc.friction
+        q.s = sqrt(2.0 * q.gamma * sghmc.temperature * q.h)
+    elif type(dynamics) is ULD:
+        uld = dynamics
+        q.kind = LAZY_ULD
+        q.h, q.gamma, q.kappa = uld.step_size, uld.friction, uld.kappa
+        q.e_xx, q.e_xv, q.e_vx, q.e_vv = uld.e_xx, uld.e_xv, uld.e_vx, uld.e_vv
+        q.f_x, q.f_v = uld.f_x, uld.f_v
+        q.l_vv, q.l_xv, q.l_xx = uld.l_vv, uld.l_xv, uld.l_xx
+    else:
+        baoab = dynamics
+        q.kind = LAZY_BAOAB
+        q.h, q.gamma, q.kappa = baoab.step_size, baoab.friction, baoab.kappa
+        q.omega = sqrt(q.kappa)
+        q.rot_c, q.rot_s = baoab.rot_c, baoab.rot_s
+        q.o_decay, q.o_noise = baoab.o_decay, baoab.o_noise
+    return q
 
 
 def run_segment_lazy(GradientEstimator estimator, double alpha, Metric metric, dynamics,
@@ -598,29 +820,52 @@ def run_segment_lazy(GradientEstimator estimator, double alpha, Metric metric, d
 
 def py_catch_up(double o, double b, double s, double z0, long long k, Py_ssize_t n_draws,
                 seed=0):
-    """``n_draws`` independent k-step catch-ups of one coordinate from ``z0``
-    (``a = 1 - o``, drift ``b``, noise ``s``): the testing twin of the kernel
-    that brings an untouched coordinate up to date."""
-    cdef double[::1] z = np.full(n_draws, z0)
-    cdef double log_a = np.log1p(-o) if o < 1.0 else 0.0
+    """``n_draws`` independent k-step catch-ups of one SGLD coordinate from
+    ``z0`` (``z <- (1 - o) z + b + s xi``; identity metric): the testing twin
+    of the kernel that brings an untouched coordinate up to date."""
+    cdef double[::1] z = np.empty(n_draws)
     cdef _NormalSource noise = _NormalSource(seed)
+    cdef Coord c
     cdef intp i
+    # the record of a coordinate whose stationary mean is b / o (A = -alpha b / o, alpha 1)
+    _sgld_record(&c, o, s, 0.0, 0.0, 1.0, -b / o, 1.0)
     with nogil:
         for i in range(n_draws):
-            z[i] = _advance(z[i], o, log_a, b, s, k, &noise.normals)
+            c.x = z0
+            _sgld_catch_up(&c, k, &noise.normals)
+            z[i] = c.x
     return np.asarray(z)
+
+
+def py_catch_up_pair(dynamics, double a, double beta, double z0, double r0, long long k,
+                     Py_ssize_t n_draws, bint partial=False, double pending=0.0,
+                     double scale=1.0, seed=0):
+    """``n_draws`` independent catch-ups of one SGHMC, ULD or BAOAB
+    coordinate from ``(z0, r0)`` over k untouched steps (untouched gradient
+    ``a z + beta``; BAOAB: a pending data term ``pending`` in the first
+    opening kick, and with ``partial`` the B A O A of the next step): the
+    testing twin of the kernel's catch-up.  Returns ``(z, r)`` arrays."""
+    cdef double[::1] z = np.empty(n_draws)
+    cdef double[::1] r = np.empty(n_draws)
+    cdef _NormalSource noise = _NormalSource(seed)
+    cdef Dyn q = _dyn_constants(dynamics, scale)
+    cdef Coord c
+    cdef intp i
+    if q.kind == LAZY_SGLD:
+        raise ValueError("py_catch_up_pair takes SGHMC, ULD or BAOAB; SGLD is py_catch_up")
+    c.k1, c.k3, c.k4, c.k5 = a, beta, 0.0, 1.0
+    with nogil:
+        for i in range(n_draws):
+            c.x, c.k2, c.delta = z0, r0, pending
+            _pair_catch_up(&c, &q, k, partial, &noise.normals)
+            z[i] = c.x
+            r[i] = c.k2
+    return np.asarray(z), np.asarray(r)
 
 
 def py_catch_up_momentum(double a, double beta, double h, double gamma, double s, double z0,
                          double r0, long long k, Py_ssize_t n_draws, seed=0):
-    """``n_draws`` independent k-step catch-ups of one SGHMC coordinate from
-    ``(z0, r0)`` (untouched gradient ``a z + beta``): the testing twin of the
-    kernel's :func:`_advance_momentum`.  Returns ``(z, r)`` arrays."""
-    cdef double[::1] z = np.full(n_draws, z0)
-    cdef double[::1] r = np.full(n_draws, r0)
-    cdef _NormalSource noise = _NormalSource(seed)
-    cdef intp i
-    with nogil:
-        for i in range(n_draws):
-            _advance_momentum(&z[i], &r[i], a, beta, h, gamma, s, k, &noise.normals)
-    return np.asarray(z), np.asarray(r)
+    """``n_draws`` k-step catch-ups of one Euler SGHMC coordinate (noise
+    ``s = sqrt(2 gamma T h)``): :func:`py_catch_up_pair` for SGHMC."""
+    dynamics = SGHMC(1, h, s * s / (2.0 * gamma * h), gamma)
+    return py_catch_up_pair(dynamics, a, beta, z0, r0, k, n_draws, seed=seed)
