@@ -475,7 +475,7 @@ class BaseSGMCMC(BaseEstimator):
                 noise_cache[name] = noise_per_row(ctx, SUBSAMPLINGS[name], factor, kind, 1.0 / T)
             return noise_cache[name]
 
-        # sparse rows, few touched a step: lazy SGLD steps cost O(nnz), and a
+        # sparse rows, few touched a step: lazy steps cost O(nnz), and a
         # step then costs its rows alone (no O(dim) overhead to amortise)
         lazy = self._lazy_candidate(ctx, kind)
         overhead = 1.0 if lazy else self._step_overhead(ctx, kind)
@@ -487,7 +487,7 @@ class BaseSGMCMC(BaseEstimator):
             overhead = self._step_overhead(ctx, kind)
         sampler = self.sampler
         if sampler == "auto":
-            if kind == "identity" or lazy:
+            if kind == "identity":
                 sampler = "sgld"
             else:
                 sampler = "sghmc-leapfrog" if exact else "baoab"
@@ -778,8 +778,6 @@ class BaseSGMCMC(BaseEstimator):
             return "cv-preferential", notes
         n = ctx.n
         sampler = "baoab" if self.sampler in ("auto", "sghmc-leapfrog") else self.sampler
-        if lazy and self.sampler == "auto":
-            sampler = "sgld"
         settings = _error_model.choose(
             sampler, v1("cv-preferential"), n, step_size=self.step_size,
             batch_size=self.batch_size, friction=self.friction, overhead_rows=overhead)

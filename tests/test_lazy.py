@@ -314,9 +314,9 @@ def _sparse_logistic(n=3000, d=4000, nnz=4, seed=0):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sampler", ["sgld", "sghmc"])
+@pytest.mark.parametrize("sampler", ["sgld", "sghmc", "uld", "baoab"])
 def test_a_sparse_high_dimensional_fit_takes_lazy_steps_with_the_eager_law(monkeypatch, sampler):
-    """SGLD or SGHMC with a control variate, batch 20, on CSR data with
+    """SGLD, SGHMC, ULD or BAOAB with a control variate, batch 20, on CSR data with
     4,001 parameters: the fit is lazy (``lazy_``) and its draws have the
     eager fit's law (two-sample z of the mean and sd of every parameter; a
     hand-set step, so the chains mix within the test's budget: the law
