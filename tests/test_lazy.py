@@ -52,7 +52,8 @@ def test_catch_up_has_the_k_step_law(o, k):
 
 @pytest.mark.parametrize("a, h, gamma, k", [(0.5, 0.1, 1.0, 2), (0.01, 0.05, 2.0, 37),
                                              (1e-4, 0.01, 1.5, 5_000), (4.0, 0.1, 0.3, 300)])
-def test_momentum_catch_up_has_the_k_step_law(a, h, gamma, k):
+@pytest.mark.parametrize("tabulated", [False, True])
+def test_momentum_catch_up_has_the_k_step_law(a, h, gamma, k, tabulated):
     """SGHMC's untouched (z, r): mean and covariance of k Euler steps summed
     step by step (``x <- M x + u``, ``C <- M C M^T + Q``) against 200,000
     catch-ups; the last case is underdamped (complex eigenvalues)."""
@@ -63,7 +64,7 @@ def test_momentum_catch_up_has_the_k_step_law(a, h, gamma, k):
     m, C = np.array([z0, r0]), np.zeros((2, 2))
     for _ in range(k):
         m, C = M @ m + u, M @ C @ M.T + Q
-    z, r = py_catch_up_momentum(a, beta, h, gamma, s, z0, r0, k, n, seed=2)
+    z, r = py_catch_up_momentum(a, beta, h, gamma, s, z0, r0, k, n, tabulated, seed=2)
     X = np.stack([z, r], axis=1)
     mean, cov = X.mean(axis=0), np.cov(X.T)
     se_mean = np.sqrt(np.diag(C) / n)
@@ -137,16 +138,18 @@ def _dynamics(sampler, dim, h, friction, reference_precision=0.0):
     ("baoab", 0.2, 0.1, 0.3, 1.0, 0.8, 17, True, -1.0),
     ("baoab", 0.2, 0.1, 0.3, 1.0, 0.8, 0, True, 0.5),
     ("baoab", 1e-4, 0.0, 0.05, 1.5, 0.0, 5_000, False, 0.0)])
+@pytest.mark.parametrize("tabulated", [False, True])
 def test_uld_and_baoab_catch_up_have_the_k_step_law(sampler, a, beta, h, gamma, kappa, k,
-                                                     partial, pending):
+                                                     partial, pending, tabulated):
     """The ULD and BAOAB catch-ups (O(log k) compositions of the untouched
-    one-step law; BAOAB with its pending data term and the partial step to
-    the closing kick) against mean and covariance iterated step by step
-    from the eager integrators' formulas, 200,000 catch-ups each."""
+    one-step law, or the table of k-step laws an identity metric shares;
+    BAOAB with its pending data term and the partial step to the closing
+    kick) against mean and covariance iterated step by step from the eager
+    integrators' formulas, 200,000 catch-ups each."""
     z0, r0, n = 1.5, -0.7, 200_000
     m, C = _pair_law_by_steps(sampler, a, beta, h, gamma, kappa, z0, r0, k, partial, pending)
     z, r = py_catch_up_pair(_dynamics(sampler, 1, h, gamma, kappa), a, beta, z0, r0, k, n,
-                            partial=partial, pending=pending, seed=3)
+                            partial=partial, pending=pending, tabulated=tabulated, seed=3)
     X = np.stack([z, r], axis=1)
     mean, cov = X.mean(axis=0), np.cov(X.T)
     se_mean = np.sqrt(np.diag(C) / n)

@@ -140,6 +140,12 @@ cdef struct Dyn:
     double e_xx, e_xv, e_vx, e_vv, f_x, f_v, l_vv, l_xv, l_xx
     # BAOAB: the drift A over h/2 (a rotation when kappa > 0) and the O step
     double rot_c, rot_s, omega, o_decay, o_noise
+    # where every coordinate has the same untouched curvature (an identity
+    # metric): the k-step laws for k <= table_len, LAW_WIDTH numbers each
+    # (M, the mean's response to beta = 1, the noise's Cholesky factor), then
+    # the same followed by BAOAB's partial step; NULL otherwise
+    const double* table
+    long long table_len
 
 
 cdef struct Law:
@@ -147,6 +153,13 @@ cdef struct Law:
     double M[4]
     double u[2]
     double C[3]
+
+
+#: numbers a tabulated k-step law takes: M (4), mean per unit beta (2), Cholesky (3)
+cdef enum:
+    LAW_WIDTH = 9
+#: the k-step laws tabulated when they are shared (k = 0 .. LAW_TABLE_LEN)
+LAW_TABLE_LEN = 4096
 
 
 #: normals made at a time by the vectorised stream (``normal_kernel.h``)
@@ -292,19 +305,61 @@ cdef inline void _step_law(const Dyn* q, double a, double beta, bint partial,
             _compose(L, &N)
 
 
+cdef inline void _cholesky(const double* C, double* L) noexcept nogil:
+    """The lower Cholesky factor (l11, l21, l22) of a 2 x 2 covariance
+    (c00, c01, c11), a singular one (an SGHMC step's) included."""
+    L[0] = sqrt(C[0]) if C[0] > 0.0 else 0.0
+    L[1] = C[1] / L[0] if L[0] > 0.0 else 0.0
+    L[2] = C[2] - L[1] * L[1]
+    L[2] = sqrt(L[2]) if L[2] > 0.0 else 0.0
+
+
+cdef void _tabulate(const Dyn* q, double a, double* out, long long n) noexcept nogil:
+    """The k-step laws (k = 0 .. n) of a pair with untouched curvature ``a``
+    and drift 1 (the mean is linear in beta), each as M, mean, Cholesky of
+    the covariance; then the same followed by BAOAB's partial step."""
+    cdef Law total, base, withpart, part
+    cdef long long k
+    cdef double* e
+    _law_set(&total, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    _step_law(q, a, 1.0, False, &base)
+    _step_law(q, a, 1.0, True, &part)
+    for k in range(n + 1):
+        withpart = total
+        _compose(&withpart, &part)
+        e = out + k * LAW_WIDTH
+        e[0], e[1], e[2], e[3], e[4], e[5] = (total.M[0], total.M[1], total.M[2], total.M[3],
+                                              total.u[0], total.u[1])
+        _cholesky(total.C, e + 6)
+        e = out + (n + 1 + k) * LAW_WIDTH
+        e[0], e[1], e[2], e[3], e[4], e[5] = (withpart.M[0], withpart.M[1], withpart.M[2],
+                                              withpart.M[3], withpart.u[0], withpart.u[1])
+        _cholesky(withpart.C, e + 6)
+        _compose(&total, &base)
+
+
 cdef inline void _pair_catch_up(Coord* c, const Dyn* q, long long k, bint partial,
                                 Normals* rng) noexcept nogil:
     """(z, r) after k untouched steps (and, with ``partial``, BAOAB's B A O A
-    of the next), exactly: the k-step law from binary powers of the one-step
-    law (O(log k)), then one correlated Gaussian pair.  BAOAB's pending data
-    term enters the first step's opening kick."""
-    cdef double z0 = c.x, r0 = c.k2, L11, L21, L22, x1, x2
+    of the next), exactly: the k-step law from the shared table where there
+    is one (O(1)), else from binary powers of the one-step law (O(log k)),
+    then one correlated Gaussian pair.  BAOAB's pending data term enters the
+    first step's opening kick."""
+    cdef double z0 = c.x, r0 = c.k2, x1, x2
+    cdef const double* e
     cdef Law total, base, twice, part
     if k <= 0 and not partial:
         return
     if q.kind == LAZY_BAOAB and c.delta != 0.0:
         r0 -= 0.5 * q.h * q.sm * c.k5 * c.delta
         c.delta = 0.0
+    if q.table != NULL and k <= q.table_len:
+        e = q.table + (k + (q.table_len + 1 if partial else 0)) * LAW_WIDTH
+        x1 = _normal(rng)
+        x2 = _normal(rng)
+        c.x = e[0] * z0 + e[1] * r0 + c.k3 * e[4] + e[6] * x1
+        c.k2 = e[2] * z0 + e[3] * r0 + c.k3 * e[5] + e[7] * x1 + e[8] * x2
+        return
     if q.kind == LAZY_SGHMC and k == 1:
         c.x = z0 + q.h * r0
         c.k2 = r0 - q.h * (c.k1 * z0 + c.k3 + q.gamma * r0) + q.s * _normal(rng)
@@ -326,12 +381,9 @@ cdef inline void _pair_catch_up(Coord* c, const Dyn* q, long long k, bint partia
         _compose(&total, &part)
     x1 = _normal(rng)
     x2 = _normal(rng)
-    L11 = sqrt(total.C[0]) if total.C[0] > 0.0 else 0.0
-    L21 = total.C[1] / L11 if L11 > 0.0 else 0.0
-    L22 = total.C[2] - L21 * L21
-    L22 = sqrt(L22) if L22 > 0.0 else 0.0
-    c.x = total.M[0] * z0 + total.M[1] * r0 + total.u[0] + L11 * x1
-    c.k2 = total.M[2] * z0 + total.M[3] * r0 + total.u[1] + L21 * x1 + L22 * x2
+    _cholesky(total.C, part.C)
+    c.x = total.M[0] * z0 + total.M[1] * r0 + total.u[0] + part.C[0] * x1
+    c.k2 = total.M[2] * z0 + total.M[3] * r0 + total.u[1] + part.C[1] * x1 + part.C[2] * x2
 
 
 cdef inline void _catch_up(Coord* c, const Dyn* q, long long k, bint partial,
@@ -433,6 +485,7 @@ cdef class LazyChain:
     cdef intp[::1] idx, touched
     cdef double[::1] zbuf, rbuf
     cdef Dyn q
+    cdef double[::1] law_table      # the shared k-step laws (identity metric), or empty
     cdef bint need_gradient         # BAOAB without a cached gradient: draw one first
     cdef object dynamics
     cdef long long t                # steps taken
@@ -528,6 +581,16 @@ cdef class LazyChain:
                 if self.q.kind == LAZY_BAOAB and dyn.cache_valid:
                     # the cached gradient's data term, pending for the next opening kick
                     rec.delta = (gv[j] - rec.k1 * rec.x - rec.k3) / (sm * Dj)
+        # one untouched curvature for all (equal scales): tabulate its k-step laws
+        self.law_table = np.zeros(1)
+        self.q.table = NULL
+        self.q.table_len = 0
+        if self.q.kind != LAZY_SGLD and dim > 0 and np.all(np.asarray(self.scale[:dim]) ==
+                                                           self.scale[0]):
+            self.law_table = np.empty(2 * (LAW_TABLE_LEN + 1) * LAW_WIDTH)
+            _tabulate(&self.q, self.coords[0].k1, &self.law_table[0], LAW_TABLE_LEN)
+            self.q.table = &self.law_table[0]
+            self.q.table_len = LAW_TABLE_LEN
         self.params = np.zeros(max(dim, 1))
         self.idx = np.zeros(max(self.b, 1), dtype=np.intp)
         self.touched = np.zeros(max(dim, 1), dtype=np.intp)
@@ -770,6 +833,8 @@ cdef Dyn _dyn_constants(dynamics, double sm) except *:
     q.h = q.gamma = q.kappa = q.s = 0.0
     q.e_xx = q.e_xv = q.e_vx = q.e_vv = q.f_x = q.f_v = q.l_vv = q.l_xv = q.l_xx = 0.0
     q.rot_c = q.rot_s = q.omega = q.o_decay = q.o_noise = 0.0
+    q.table = NULL
+    q.table_len = 0
     q.sm = sm
     if type(dynamics) is SGLD:
         sgld = dynamics
@@ -839,20 +904,26 @@ def py_catch_up(double o, double b, double s, double z0, long long k, Py_ssize_t
 
 def py_catch_up_pair(dynamics, double a, double beta, double z0, double r0, long long k,
                      Py_ssize_t n_draws, bint partial=False, double pending=0.0,
-                     double scale=1.0, seed=0):
+                     double scale=1.0, bint tabulated=False, seed=0):
     """``n_draws`` independent catch-ups of one SGHMC, ULD or BAOAB
     coordinate from ``(z0, r0)`` over k untouched steps (untouched gradient
     ``a z + beta``; BAOAB: a pending data term ``pending`` in the first
     opening kick, and with ``partial`` the B A O A of the next step): the
-    testing twin of the kernel's catch-up.  Returns ``(z, r)`` arrays."""
+    testing twin of the kernel's catch-up (``tabulated``: from the table of
+    shared k-step laws an identity metric uses).  Returns ``(z, r)`` arrays."""
     cdef double[::1] z = np.empty(n_draws)
     cdef double[::1] r = np.empty(n_draws)
     cdef _NormalSource noise = _NormalSource(seed)
     cdef Dyn q = _dyn_constants(dynamics, scale)
+    cdef double[::1] table = np.empty(2 * (k + 1) * LAW_WIDTH)
     cdef Coord c
     cdef intp i
     if q.kind == LAZY_SGLD:
         raise ValueError("py_catch_up_pair takes SGHMC, ULD or BAOAB; SGLD is py_catch_up")
+    if tabulated:
+        _tabulate(&q, a, &table[0], k)
+        q.table = &table[0]
+        q.table_len = k
     c.k1, c.k3, c.k4, c.k5 = a, beta, 0.0, 1.0
     with nogil:
         for i in range(n_draws):
@@ -864,8 +935,10 @@ def py_catch_up_pair(dynamics, double a, double beta, double z0, double r0, long
 
 
 def py_catch_up_momentum(double a, double beta, double h, double gamma, double s, double z0,
-                         double r0, long long k, Py_ssize_t n_draws, seed=0):
+                         double r0, long long k, Py_ssize_t n_draws, bint tabulated=False,
+                         seed=0):
     """``n_draws`` k-step catch-ups of one Euler SGHMC coordinate (noise
     ``s = sqrt(2 gamma T h)``): :func:`py_catch_up_pair` for SGHMC."""
     dynamics = SGHMC(1, h, s * s / (2.0 * gamma * h), gamma)
-    return py_catch_up_pair(dynamics, a, beta, z0, r0, k, n_draws, seed=seed)
+    return py_catch_up_pair(dynamics, a, beta, z0, r0, k, n_draws, tabulated=tabulated,
+                            seed=seed)
