@@ -24,7 +24,7 @@ from ._sampling import _error_model, _schedule
 from ._sampling._chain import EWSG_CYCLIC_MESSAGE, EWSG_X_MODES
 from ._sampling._context import FitContext, FitSettings
 from ._sampling._draws import resolve_budget, resolve_dtype
-from ._sampling._lazy import LAZY_SAMPLERS, LAZY_SUBSAMPLINGS
+from ._sampling._lazy import LAZY_SAMPLERS, LAZY_SUBSAMPLINGS, on_lazy_grid
 from ._sampling._metric import Metric
 from ._sampling._registry import (
     ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise, noise_per_row)
@@ -551,6 +551,9 @@ class BaseSGMCMC(BaseEstimator):
         t_dyn = samp_config.get("temperature", T)
         momentum_scale = np.sqrt(t_dyn * (samp_config.get("inv_mass", 1.0)
                                           if sampler == "uld" else 1.0))
+        if lazy and self._touches_few(ctx, ctx.batch_size):
+            # scales on a grid: lazy coordinates of a class share their k-step laws
+            metric_cfg = on_lazy_grid(metric_cfg)
         return FitSetup(sampler, subsampling, metric_cfg, metropolis, samp_config, sub_config,
                         ctx.batch_size, float(iat), float(predicted_error), momentum_scale,
                         notes)

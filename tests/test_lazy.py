@@ -25,8 +25,8 @@ from skbayes_sg._sampling._chain import ChainOracle, run_segment
 from skbayes_sg._sampling._dataset import RowData
 from skbayes_sg._sampling._dynamics import BAOAB, SGHMC, SGLD, ULD, uld_coefficients
 from skbayes_sg._sampling._estimators import GLMEstimator, Problem, UniformSubsampling
-from skbayes_sg._sampling._lazy import (lazy_supported, py_catch_up, py_catch_up_momentum,
-                                        py_catch_up_pair, run_segment_lazy)
+from skbayes_sg._sampling._lazy import (LazyChain, lazy_supported, py_catch_up, py_catch_up_momentum,
+                                        py_catch_up_pair, run_segment_lazy, on_lazy_grid)
 from skbayes_sg._sampling._metric import Metric
 from skbayes_sg._sampling import _estimators
 
@@ -232,6 +232,48 @@ def test_lazy_and_eager_sghmc_have_the_exact_stationary_law(lazy):
     assert np.all(np.abs(z_cov) < Z), np.abs(z_cov).max()
 
 
+@pytest.mark.parametrize("sampler", ["sghmc", "uld", "baoab"])
+def test_every_scale_class_catches_up_with_its_own_k_step_law(sampler):
+    """A diagonal metric on the lazy grid with five scale classes of 2,000
+    coordinates that no row touches (the rows hold column 0 only): after 37
+    steps a kept draw brings each up to date with one catch-up from the
+    tables of its class; per class, the mean and variance of theta against
+    the law iterated step by step from the eager formulas."""
+    per_class, k, h, gamma, kappa, alpha, c0 = 2000, 37, 0.2, 1.0, 0.5, 0.5, 0.3
+    scales = np.array([0.5, 0.8, 1.0, 1.5, 2.2])
+    d = 1 + scales.size * per_class             # column 0 is the data's
+    n = 50
+    X = sp.csr_matrix((np.full(n, 0.05), (np.arange(n), np.zeros(n, dtype=int))), shape=(n, d))
+    y = np.random.default_rng(0).normal(size=n)
+    cfg = Metric(d + 1, "diagonal", np.full(d + 1, c0),
+                 np.concatenate([[1.0], np.repeat(scales, per_class), [1.0]]), 1.0,
+                 kappa).get_config()
+    metric = Metric.from_config(on_lazy_grid(cfg))
+    D = np.asarray(metric.get_config()["factor"])
+    prob = Problem(RowData(X, True), y, "gaussian", 1, 1.0)
+    dyn = _dynamics(sampler, d + 1, h, gamma, kappa)
+    kernel = LazyChain(UniformSubsampling(prob, 5), alpha, metric, dyn, np.ones(d + 1), seed=4)
+    assert kernel.tabulated_classes > 5
+    out = np.empty((1, d + 1))
+    kernel.run(k, k, out, np.random.PCG64(1))
+    theta = out[0, 1:d].reshape(scales.size, per_class)
+    for i in range(scales.size):
+        Di = D[1 + i * per_class]
+        a, beta = alpha * Di * Di, Di * alpha * c0
+        if sampler == "sghmc":
+            M = np.array([[1.0, h], [-h * a, 1.0 - h * gamma]])
+            m, C = np.array([1.0, 0.0]), np.zeros((2, 2))
+            for _ in range(k):
+                m, C = M @ m + np.array([0.0, -h * beta]), M @ C @ M.T + np.diag(
+                    [0.0, 2.0 * gamma * h])
+        else:
+            m, C = _pair_law_by_steps(sampler, a, beta, h, gamma, kappa, 1.0, 0.0, k, False, 0.0)
+        mean, var = c0 + Di * m[0], Di * Di * C[0, 0]
+        got = theta[i]
+        assert abs(got.mean() - mean) < Z * np.sqrt(var / per_class), (i, got.mean(), mean)
+        assert abs(got.var() - var) < Z * var * np.sqrt(2.0 / per_class), (i, got.var(), var)
+
+
 @pytest.mark.parametrize("sampler", ["uld", "baoab"])
 @pytest.mark.parametrize("lazy", [False, True])
 def test_lazy_and_eager_uld_and_baoab_have_the_exact_stationary_law(sampler, lazy):
@@ -264,12 +306,17 @@ def test_lazy_and_eager_uld_and_baoab_have_the_exact_stationary_law(sampler, laz
     assert np.all(np.abs(z_cov) < Z), np.abs(z_cov).max()
 
 
-@pytest.mark.parametrize("sampler, h", [("sgld", 0.02), ("uld", 0.1), ("baoab", 0.1)])
-def test_lazy_equals_eager_in_law_with_a_diagonal_metric_control_variate_and_weights(sampler, h):
-    """The exponential integrator in a diagonal metric (centre, scales and
-    scale 1/T), a fixed control variate with preferential rows, and datum
-    weights: lazy and eager chains' means and sds agree within their joint
-    Monte Carlo error."""
+@pytest.mark.parametrize("sampler, h, on_grid", [
+    ("sgld", 0.02, False), ("uld", 0.1, False), ("baoab", 0.1, False), ("uld", 0.1, True),
+    ("baoab", 0.1, True)])
+def test_lazy_equals_eager_in_law_with_a_diagonal_metric_control_variate_and_weights(
+        sampler, h, on_grid):
+    """The exponential integrator (SGLD) or the reference rotation (ULD,
+    BAOAB) in a diagonal metric (centre, scales and scale 1/T), a fixed
+    control variate with preferential rows, and datum weights: lazy and
+    eager chains' means and sds agree within their joint Monte Carlo error.
+    ``on_grid``: the scales rounded to the lazy grid, so that the momentum
+    dynamics' k-step laws come from per-class tables."""
     X, y = _sparse_ridge(n=300, d=30, seed=3)
     rng = np.random.default_rng(5)
     w = rng.integers(0, 3, size=len(y)).astype(float)
@@ -279,6 +326,9 @@ def test_lazy_equals_eager_in_law_with_a_diagonal_metric_control_variate_and_wei
     D = np.sqrt(np.diag(post_cov)) * 1.3            # a deliberately imperfect metric
     center = post_mean + 0.2 * D
     metric = Metric(len(D), "diagonal", center, D, 1.0 / T, 1.0)
+    if on_grid:
+        metric = Metric.from_config(on_lazy_grid(metric.get_config()))
+        assert len(np.unique(metric.get_config()["factor"])) > 3
     Xe = ref.add_ones(X.toarray())
     R = ((Xe @ center - y) / noise_var) * w                  # weighted residuals at the centre
     p = w * (Xe ** 2).sum(1) + 1e-3                          # curvature-based rows (CV-PS)
@@ -290,6 +340,10 @@ def test_lazy_equals_eager_in_law_with_a_diagonal_metric_control_variate_and_wei
                             control_point=center, control_residuals=R,
                             control_sum=Xe.T @ R, alias=prob_table)
 
+    if sampler != "sgld":
+        kernel = LazyChain(estimator_of(Problem(RowData(X, True), y, "gaussian", 1, noise_var, w)),
+                           alpha, metric, _dynamics(sampler, len(D), h, 2.0, 1.0), np.zeros(len(D)))
+        assert (kernel.tabulated_classes > 3) == on_grid
     runs = {lazy: np.stack([
         _run(X, y, lazy, 10 * lazy + s, estimator_of, metric, h, alpha, noise_var, 100_000, 10,
              np.zeros(len(D)), w, reference_precision=1.0, scale=1.0 / T, friction=2.0,
@@ -332,6 +386,9 @@ def test_a_sparse_high_dimensional_fit_takes_lazy_steps_with_the_eager_law(monke
     monkeypatch.setattr(base, "LAZY_DENSITY", 1e12)
     eager = SGMCMCLogisticRegression(**kw).fit(X, y)
     assert lazy.lazy_ and not eager.lazy_
+    # the lazy fit's diagonal metric lies on the grid whose classes share k-step laws
+    grid = 8 * np.log2(np.asarray(lazy._fit_setup.metric["factor"]))
+    assert np.allclose(grid, np.round(grid), atol=1e-9)
 
     def draws(est):
         return np.concatenate([est.coef_samples_, est.intercept_samples_[..., None]], -1)

@@ -28,6 +28,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from ._draws import DrawStore
+from ._lazy import on_lazy_grid
 from ._metric import Metric
 
 RHAT_TARGET = 1.01
@@ -228,6 +229,8 @@ def _warm_up(pool, plan, out, continuing):
         del store   # freed before the next window's array exists
         if new_metric is None:
             break
+        if pool.spec.lazy:
+            new_metric = on_lazy_grid(new_metric)
         pool.rebase(new_metric, plan.momentum_scale)
         changed = out.metric_changed = True
         # the step suited to the old metric is a fine start for the new one
