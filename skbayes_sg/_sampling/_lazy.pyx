@@ -39,7 +39,7 @@ do the snapshot estimators (their drift changes at each refresh) and EWSG
 import numpy as np
 
 from cpython.pycapsule cimport PyCapsule_GetPointer
-from libc.math cimport exp, expm1, log1p, log2, lround, sqrt, pow, isfinite, fabs, INFINITY, NAN
+from libc.math cimport exp, expm1, log1p, sqrt, pow, isfinite, fabs, INFINITY, NAN
 from libc.string cimport memcpy
 from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
@@ -124,6 +124,7 @@ cdef struct Coord:
     # one cache line per coordinate: everything a touch reads or writes
     double x            # SGLD: theta_j (parameter units);   pairs: z_j (metric coordinates)
     double k1           # SGLD: a of the AR(1);              pairs: a_j, the untouched curvature
+                        #   (with tables: its scale class, whose curvature is class_a[k1])
     double k2           # SGLD: log a (NaN where a <= A_DEFER); pairs: the momentum / velocity r_j
     double k3           # SGLD: its stationary mean m_j;     pairs: beta_j, the untouched drift
     double k4           # SGLD: its stationary sd;           pairs: the centre c_j
@@ -148,6 +149,7 @@ cdef struct Dyn:
     long long table_len
     long long table_stride          # numbers a class's tables take
     int class_min, n_classes        # classes: round(8 log2 D_j) - class_min
+    const double* class_a           # each class's untouched curvature (with the tables)
 
 
 cdef struct Law:
@@ -368,39 +370,50 @@ cdef void _tabulate(const Dyn* q, double a, double* out, long long n) noexcept n
         _compose(&total, &base)
 
 
+cdef inline double _curv(const Coord* c, const Dyn* q) noexcept nogil:
+    """A pair's untouched curvature a_j (its class's, where the laws are tabulated)."""
+    return q.class_a[<intp> c.k1] if q.class_a != NULL else c.k1
+
+
 cdef inline void _pair_catch_up(Coord* c, const Dyn* q, long long k, bint partial,
                                 Normals* rng) noexcept nogil:
     """(z, r) after k untouched steps (and, with ``partial``, BAOAB's B A O A
-    of the next), exactly: the k-step law from the shared table where there
-    is one (O(1)), else from binary powers of the one-step law (O(log k)),
-    then one correlated Gaussian pair.  BAOAB's pending data term enters the
-    first step's opening kick."""
+    of the next), exactly: the k-step law from its scale class's table where
+    there is one (O(1), inlined), else from binary powers of the one-step law
+    (O(log k), :func:`_pair_catch_up_composed`), then one correlated Gaussian
+    pair.  BAOAB's pending data term enters the first step's opening kick."""
     cdef double z0 = c.x, r0 = c.k2, x1, x2
     cdef const double* e
-    cdef Law total, base, twice, part
     if k <= 0 and not partial:
         return
     if q.kind == LAZY_BAOAB and c.delta != 0.0:
         r0 -= 0.5 * q.h * q.sm * c.k5 * c.delta
         c.delta = 0.0
     if q.table != NULL and k <= q.table_len:
-        e = q.table + (k + (q.table_len + 1 if partial else 0)) * LAW_WIDTH
-        if q.n_classes > 1:
-            e += (lround(SCALE_GRID * log2(c.k5)) - q.class_min) * q.table_stride
+        e = (q.table + (<intp> c.k1) * q.table_stride
+             + (k + (q.table_len + 1 if partial else 0)) * LAW_WIDTH)
         x1 = _normal(rng)
         x2 = _normal(rng)
         c.x = e[0] * z0 + e[1] * r0 + c.k3 * e[4] + e[6] * x1
         c.k2 = e[2] * z0 + e[3] * r0 + c.k3 * e[5] + e[7] * x1 + e[8] * x2
         return
+    _pair_catch_up_composed(c, q, z0, r0, k, partial, rng)
+
+
+cdef void _pair_catch_up_composed(Coord* c, const Dyn* q, double z0, double r0, long long k,
+                                  bint partial, Normals* rng) noexcept nogil:
+    """:func:`_pair_catch_up` without a table: compose the k-step law."""
+    cdef double x1, x2, a = _curv(c, q)
+    cdef Law total, base, twice, part
     if q.kind == LAZY_SGHMC and k == 1:
         c.x = z0 + q.h * r0
-        c.k2 = r0 - q.h * (c.k1 * z0 + c.k3 + q.gamma * r0) + q.s * _normal(rng)
+        c.k2 = r0 - q.h * (a * z0 + c.k3 + q.gamma * r0) + q.s * _normal(rng)
         return
     _law_set(&total, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     if k == 1:
-        _step_law(q, c.k1, c.k3, False, &total)
+        _step_law(q, a, c.k3, False, &total)
     elif k > 1:
-        _step_law(q, c.k1, c.k3, False, &base)
+        _step_law(q, a, c.k3, False, &base)
         while k:
             if k & 1:
                 _compose(&total, &base)
@@ -409,7 +422,7 @@ cdef inline void _pair_catch_up(Coord* c, const Dyn* q, long long k, bint partia
                 twice = base
                 _compose(&base, &twice)        # the base doubles
     if partial:
-        _step_law(q, c.k1, c.k3, True, &part)
+        _step_law(q, a, c.k3, True, &part)
         _compose(&total, &part)
     x1 = _normal(rng)
     x2 = _normal(rng)
@@ -433,7 +446,7 @@ cdef inline double _theta(const Coord* c, int kind) noexcept nogil:
 cdef inline void _touched_step(Coord* c, const Dyn* q, long long t, Normals* rng) noexcept nogil:
     """The full step of a coordinate the minibatch touched (its data term in
     ``delta``), brought up to step t (BAOAB: to the closing kick of step t)."""
-    cdef double x, v, g, xi1, xi2
+    cdef double x, v, g, xi1, xi2, a
     if q.kind == LAZY_SGLD:
         if c.k1 > A_DEFER:
             # its noise deferred: one step behind, so the next catch-up draws it
@@ -447,20 +460,21 @@ cdef inline void _touched_step(Coord* c, const Dyn* q, long long t, Normals* rng
         return
     x = c.x
     v = c.k2
+    a = _curv(c, q)
     if q.kind == LAZY_SGHMC:   # z moves with the old r, r with the gradient at z
         c.x = x + q.h * v
-        c.k2 = v - q.h * (c.k1 * x + c.k3 + q.gamma * v + q.sm * c.k5 * c.delta) \
+        c.k2 = v - q.h * (a * x + c.k3 + q.gamma * v + q.sm * c.k5 * c.delta) \
             + q.s * _normal(rng)
         c.delta = 0.0
     elif q.kind == LAZY_ULD:
-        g = (c.k1 - q.kappa) * x + c.k3 + q.sm * c.k5 * c.delta
+        g = (a - q.kappa) * x + c.k3 + q.sm * c.k5 * c.delta
         xi1 = _normal(rng)
         xi2 = _normal(rng)
         c.x = q.e_xx * x + q.e_xv * v - q.f_x * g + q.l_xv * xi1 + q.l_xx * xi2
         c.k2 = q.e_vx * x + q.e_vv * v - q.f_v * g + q.l_vv * xi1
         c.delta = 0.0
     else:                      # BAOAB's closing kick; delta stays for the next opening one
-        c.k2 = v - 0.5 * q.h * ((c.k1 - q.kappa) * x + c.k3 + q.sm * c.k5 * c.delta)
+        c.k2 = v - 0.5 * q.h * ((a - q.kappa) * x + c.k3 + q.sm * c.k5 * c.delta)
     c.last = t + 1
 
 
@@ -517,7 +531,8 @@ cdef class LazyChain:
     cdef intp[::1] idx, touched
     cdef double[::1] zbuf, rbuf
     cdef Dyn q
-    cdef double[::1] law_table      # the shared k-step laws (identity metric), or empty
+    cdef double[::1] law_table      # the k-step laws each scale class shares, or empty
+    cdef double[::1] class_a        # each class's untouched curvature
     cdef bint need_gradient         # BAOAB without a cached gradient: draw one first
     cdef object dynamics
     cdef long long t                # steps taken
@@ -614,7 +629,9 @@ cdef class LazyChain:
                     # the cached gradient's data term, pending for the next opening kick
                     rec.delta = (gv[j] - rec.k1 * rec.x - rec.k3) / (sm * Dj)
         self.law_table = np.zeros(1)
+        self.class_a = np.zeros(1)
         self.q.table = NULL
+        self.q.class_a = NULL
         if self.q.kind != LAZY_SGLD and dim > 0:
             self._tabulate_classes()
         self.params = np.zeros(max(dim, 1))
@@ -648,10 +665,17 @@ cdef class LazyChain:
         # each class's curvature from one of its coordinates (equal in all of them)
         first = np.full(n_classes, -1, dtype=np.intp)
         first[(index - lo).astype(np.intp)[::-1]] = np.arange(self.dim)[::-1]
+        self.class_a = np.full(n_classes, np.nan)
         for c in range(n_classes):
             j = first[c]
             if j >= 0:
-                _tabulate(&self.q, self.coords[j].k1, &self.law_table[c * stride], length)
+                self.class_a[c] = self.coords[j].k1
+                _tabulate(&self.q, self.class_a[c], &self.law_table[c * stride], length)
+        # each record now names its class (its curvature is the class's)
+        classes = (index - lo).astype(np.float64)
+        for j in range(self.dim):
+            self.coords[j].k1 = classes[j]
+        self.q.class_a = &self.class_a[0]
         self.q.table = &self.law_table[0]
         self.q.table_len = length
         self.q.table_stride = stride
@@ -698,7 +722,7 @@ cdef class LazyChain:
         if self.q.kind == LAZY_BAOAB and not self.need_gradient:
             for j in range(self.dim):
                 c = &self.coords[j]
-                dyn.cache_grad[j] = c.k1 * c.x + c.k3 + self.q.sm * c.k5 * c.delta
+                dyn.cache_grad[j] = _curv(c, &self.q) * c.x + c.k3 + self.q.sm * c.k5 * c.delta
             dyn.cache_valid = True
 
     cdef void _draw_minibatch(self, bitgen_t* rng) noexcept nogil:
@@ -898,6 +922,7 @@ cdef Dyn _dyn_constants(dynamics, double sm) except *:
     q.e_xx = q.e_xv = q.e_vx = q.e_vv = q.f_x = q.f_v = q.l_vv = q.l_xv = q.l_xx = 0.0
     q.rot_c = q.rot_s = q.omega = q.o_decay = q.o_noise = 0.0
     q.table = NULL
+    q.class_a = NULL
     q.table_len = q.table_stride = 0
     q.class_min = 0
     q.n_classes = 1
@@ -982,6 +1007,7 @@ def py_catch_up_pair(dynamics, double a, double beta, double z0, double r0, long
     cdef _NormalSource noise = _NormalSource(seed)
     cdef Dyn q = _dyn_constants(dynamics, scale)
     cdef double[::1] table = np.empty(2 * (k + 1) * LAW_WIDTH)
+    cdef double[::1] class_a = np.full(1, a)
     cdef Coord c
     cdef intp i
     if q.kind == LAZY_SGLD:
@@ -991,7 +1017,8 @@ def py_catch_up_pair(dynamics, double a, double beta, double z0, double r0, long
         q.table = &table[0]
         q.table_len = k
         q.table_stride = 2 * (k + 1) * LAW_WIDTH
-    c.k1, c.k3, c.k4, c.k5 = a, beta, 0.0, 1.0
+        q.class_a = &class_a[0]
+    c.k1, c.k3, c.k4, c.k5 = (0.0 if tabulated else a), beta, 0.0, 1.0
     with nogil:
         for i in range(n_draws):
             c.x, c.k2, c.delta = z0, r0, pending
