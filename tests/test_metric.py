@@ -475,3 +475,30 @@ def test_diagonal_metric_window_corrects_the_coordinates_that_disagree():
     var = z.reshape(-1, 5).var(axis=0, ddof=1)
     np.testing.assert_allclose(ratio[[1, 2]], np.sqrt(var[[1, 2]]), rtol=1e-10)
     np.testing.assert_array_equal(ratio[[0, 3, 4]], 1.0)
+
+
+def test_a_large_diagonal_metric_is_corrected_blockwise_with_fewer_draws_than_coordinates():
+    """5,000 coordinates (more than one block of ADAPT_BLOCK, and more than
+    the window's 2,000 draws): the ten whose variance in z is 2.5 are
+    corrected by sqrt(variance) and none of the others is (the band widens
+    with the number of coordinates, so that chance crossings are rare)."""
+    from skbayes_sg._sampling._metric import Metric
+    from skbayes_sg._sampling._schedule import ADAPT_BLOCK, adapt_metric
+
+    dim = 5000
+    assert dim > 2 * ADAPT_BLOCK
+    rng = np.random.default_rng(1)
+    sd = np.ones(dim)
+    wide = rng.choice(dim, 10, replace=False)
+    sd[wide] = np.sqrt(2.5)
+    factor = rng.uniform(0.5, 2.0, dim)
+    center = rng.normal(size=dim)
+    cfg = Metric(dim, "diagonal", center, factor, 1.0, 1.0).get_config()
+    z = rng.normal(size=(4, 500, dim)) * sd
+    new = adapt_metric(center + z * factor, cfg)
+    assert new is not None
+    ratio = new["factor"] / factor
+    var = z.reshape(-1, dim).var(axis=0, ddof=1)
+    np.testing.assert_allclose(ratio[wide], np.sqrt(var[wide]), rtol=1e-10)
+    others = np.setdiff1d(np.arange(dim), wide)
+    np.testing.assert_array_equal(ratio[others], 1.0)

@@ -292,6 +292,8 @@ def adapt_metric(draws, metric_config, band=1.3):
     metric = Metric.from_config(metric_config)
     if metric.kind == "identity":
         return None
+    if metric.kind == "diagonal":
+        return _adapt_diagonal(draws, metric_config, band)
     m, N, dim = draws.shape
     Z = metric.py_to_z(draws.reshape(-1, dim)).reshape(m, N, dim)
     # a covariance is a mean of squares: its effective draws are those of z^2
@@ -305,19 +307,6 @@ def adapt_metric(draws, metric_config, band=1.3):
         return None
     Zc = Z.reshape(-1, dim)
     q = dim / n_eff
-    if metric.kind == "diagonal":
-        # per-coordinate variances: the diagonal of the sample covariance,
-        # without forming its dim x dim matrix (GBs at tens of thousands)
-        var = Zc.var(axis=0, ddof=1)
-        half = 3.0 * np.sqrt(2.0 / n_eff) * band
-        off = (var > 1.0 + half) | (var < max(1.0 - half, 0.0))
-        if not off.any():
-            return None
-        cfg = dict(metric_config)
-        D = np.array(metric_config["factor"], dtype=np.float64)
-        D[off] *= np.sqrt(np.clip(var[off], 1.0 / MAX_CORRECTION, MAX_CORRECTION))
-        cfg["factor"] = D
-        return cfg
     C = np.cov(Zc, rowvar=False).reshape(dim, dim)
     lam, U = np.linalg.eigh(0.5 * (C + C.T))
     hi = (1.0 + np.sqrt(q)) ** 2 * band
@@ -340,6 +329,43 @@ def adapt_metric(draws, metric_config, band=1.3):
     M = F @ Ct @ F.T
     cfg = dict(metric_config)
     cfg["factor"] = upper_cholesky(0.5 * (M + M.T))
+    return cfg
+
+
+#: coordinates a diagonal metric's correction reads at a time (a window's
+#: whitened draws and their squares never exist whole: at 10^5 parameters
+#: they would be GBs beside the window itself)
+ADAPT_BLOCK = 2048
+
+
+def _adapt_diagonal(draws, metric_config, band):
+    """:func:`adapt_metric` for a diagonal metric: per-coordinate variances
+    of the whitened draws (the diagonal of their sample covariance, no
+    dim x dim matrix), read in blocks of coordinates."""
+    m, N, dim = draws.shape
+    center = np.asarray(metric_config["center"], dtype=np.float64)
+    D = np.array(metric_config["factor"], dtype=np.float64)
+    ess = np.empty(dim)
+    var = np.empty(dim)
+    for lo in range(0, dim, ADAPT_BLOCK):
+        hi = min(lo + ADAPT_BLOCK, dim)
+        Z = (np.asarray(draws[:, :, lo:hi], dtype=np.float64) - center[lo:hi]) / D[lo:hi]
+        # a variance is a mean of squares: its effective draws are those of z^2
+        ess[lo:hi], _ = diagnostics((Z - Z.mean(axis=(0, 1))) ** 2)
+        var[lo:hi] = Z.reshape(-1, hi - lo).var(axis=0, ddof=1)
+    n_eff = float(np.nanmedian(ess)) if np.any(np.isfinite(ess)) else m * N
+    n_eff = min(n_eff, m * N)
+    # each variance has relative sd sqrt(2 / n_eff), whatever dim (unlike a
+    # dense metric's eigenvalues, no n_eff > dim is needed); the band is 3 sds,
+    # wider where many coordinates would otherwise cross it by chance (a 2.5%
+    # chance that any of them does)
+    half = max(3.0, ndtri(1.0 - 0.0125 / dim)) * np.sqrt(2.0 / n_eff) * band
+    off = (var > 1.0 + half) | (var < max(1.0 - half, 0.0))
+    if not off.any():
+        return None
+    cfg = dict(metric_config)
+    D[off] *= np.sqrt(np.clip(var[off], 1.0 / MAX_CORRECTION, MAX_CORRECTION))
+    cfg["factor"] = D
     return cfg
 
 
