@@ -164,7 +164,9 @@ cdef enum:
     LAW_WIDTH = 9
 #: the k-step laws tabulated when they are shared (k = 0 .. at most LAW_TABLE_LEN) ...
 LAW_TABLE_LEN = 4096
-#: ... in at most this many bytes for all scale classes together
+#: ... in at most this many bytes for all scale classes together, and no
+#: more than the coordinates' records take (a coordinate waits about
+#: dim / (touches a step) steps between touches: the tables grow with dim)
 LAW_TABLE_BYTES = 32 << 20
 #: a lazy fit's diagonal metric has its scales on the grid 2^(i / LAZY_SCALE_GRID)
 #: (within 4.4% of the adapted ones): its coordinates then fall into a few
@@ -659,7 +661,8 @@ cdef class LazyChain:
         n_classes = hi - lo + 1
         if n_classes > MAX_SCALE_CLASSES:
             return
-        length = int(min(LAW_TABLE_LEN, LAW_TABLE_BYTES // (n_classes * 2 * LAW_WIDTH * 8) - 1))
+        budget = min(LAW_TABLE_BYTES, max(1 << 20, self.dim * sizeof(Coord)))
+        length = int(max(64, min(LAW_TABLE_LEN, budget // (n_classes * 2 * LAW_WIDTH * 8) - 1)))
         stride = 2 * (length + 1) * LAW_WIDTH
         self.law_table = np.zeros(n_classes * stride)
         # each class's curvature from one of its coordinates (equal in all of them)
