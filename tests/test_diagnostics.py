@@ -505,3 +505,20 @@ def test_az_compare_ranks_the_right_model_first():
     assert table.index[0] == "right"
     assert table.loc["wrong", "elpd_diff"] > 2.0 * table.loc["wrong", "dse"]
     assert np.isfinite(table.loc["right", "elpd_loo"])
+
+
+def test_bulk_ess_and_rhat_are_the_same_on_threads():
+    """Blocks of parameters on two threads give exactly the values of one
+    pass (non-finite parameters, NaN, in every block included)."""
+    from skbayes_sg.diagnostics._convergence import _BLOCK_ELEMENTS, bulk_ess_and_rhat
+
+    rng = np.random.default_rng(0)
+    m, n = 4, 200
+    P = 3 * _BLOCK_ELEMENTS // (m * n) + 7        # four blocks, the last one short
+    draws = rng.normal(size=(m, n, P)).cumsum(axis=1) * 0.1 + rng.normal(size=(m, n, P))
+    draws[:, 5, ::4001] = np.inf
+    one = bulk_ess_and_rhat(draws)
+    two = bulk_ess_and_rhat(draws, n_jobs=2)
+    assert np.isnan(one[0][::4001]).all() and np.isfinite(one[0][1:4001]).all()
+    np.testing.assert_array_equal(one[0], two[0])
+    np.testing.assert_array_equal(one[1], two[1])

@@ -119,11 +119,12 @@ class ChainsDiverged(Exception):
         self.phase = phase
 
 
-def diagnostics(draws):
-    """Bulk ESS and split R-hat per parameter of (n_chains, n_draws, dim) draws."""
+def diagnostics(draws, n_jobs=None):
+    """Bulk ESS and split R-hat per parameter of (n_chains, n_draws, dim)
+    draws (``n_jobs`` threads over blocks of parameters: the fit's)."""
     # lazy: the diagnostics package imports the estimators
     from ..diagnostics._convergence import bulk_ess_and_rhat
-    return bulk_ess_and_rhat(draws)
+    return bulk_ess_and_rhat(draws, n_jobs)
 
 
 def _passes(pool, plan):
@@ -401,7 +402,7 @@ def _sample(pool, plan, out):
 
     if fixed:
         advance(int(plan.n_samples) * thin)
-        out.ess, out.rhat = diagnostics(store.draws())
+        out.ess, out.rhat = diagnostics(store.draws(), pool.n_jobs)
         return store, batch_sizes()
 
     m = pool.n_chains
@@ -425,7 +426,7 @@ def _sample(pool, plan, out):
             break
         steps = affordable
         advance(steps)
-        ess, rhat = diagnostics(store.draws())
+        ess, rhat = diagnostics(store.draws(), pool.n_jobs)
         out.ess, out.rhat = ess, rhat
         min_ess = float(np.nanmin(ess)) if np.any(np.isfinite(ess)) else 0.0
         max_rhat = float(np.nanmax(rhat)) if np.any(np.isfinite(rhat)) else np.inf

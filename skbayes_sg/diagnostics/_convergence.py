@@ -34,6 +34,7 @@ import math
 import numbers
 import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from scipy.fft import irfft, next_fast_len, rfft
@@ -384,10 +385,18 @@ def _rhat(a):
     return values
 
 
-def bulk_ess_and_rhat(draws):
+def bulk_ess_and_rhat(draws, n_jobs=None):
     """:func:`ess` (bulk) and :func:`rhat` of the same draws, sharing the
     rank normalisation of the split chains (the fit's stopping rule calls
     this after every round).
+
+    Parameters
+    ----------
+    draws : array of shape (n_chains, n_draws, n_params)
+    n_jobs : int or None
+        Threads over blocks of parameters (None or 1: none; -1: one per
+        core; the sorts and FFTs release the GIL).  The values do not depend
+        on it.
 
     Returns
     -------
@@ -399,20 +408,44 @@ def bulk_ess_and_rhat(draws):
     if n < _MIN_DRAWS:
         return ess_values, rhat_values
     block = max(1, _BLOCK_ELEMENTS // max(m * n, 1))
-    for start in range(0, P, block):
-        a, _ = _as_chains(draws[:, :, start:start + block])
-        split = _split_chains(a)
-        ok = np.all(np.isfinite(split), axis=(1, 2))
-        if not ok.any():
-            continue
-        s = split[ok]
-        z = _z_scale(s)
-        idx = start + np.flatnonzero(ok)
-        ess_values[idx] = _ess_basic(z)
-        median = np.median(s.reshape(s.shape[0], -1), axis=1)
-        tail = _rhat_basic(_z_scale(np.abs(s - median[:, None, None])))
-        rhat_values[idx] = np.maximum(_rhat_basic(z), tail)
+    starts = range(0, P, block)
+    threads = _thread_count(n_jobs)
+    if len(starts) > 1 and threads > 1:
+        # plain threads (not joblib's active backend: a dask one would ship
+        # the draws to the cluster)
+        with ThreadPoolExecutor(min(threads, len(starts))) as pool:
+            parts = list(pool.map(lambda start: _bulk_block(draws[:, :, start:start + block]),
+                                  starts))
+    else:
+        parts = [_bulk_block(draws[:, :, start:start + block]) for start in starts]
+    for start, (idx, ess_block, rhat_block) in zip(starts, parts):
+        ess_values[start + idx] = ess_block
+        rhat_values[start + idx] = rhat_block
     return ess_values, rhat_values
+
+
+def _thread_count(n_jobs):
+    """Threads for ``n_jobs`` (an int, joblib's convention; anything else: 1)."""
+    if not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
+        return 1
+    cores = os.cpu_count() or 1
+    return max(1, int(n_jobs) if n_jobs > 0 else cores + 1 + int(n_jobs))
+
+
+def _bulk_block(draws):
+    """:func:`bulk_ess_and_rhat` of one block of parameters: the indices (in
+    the block) of those with finite draws, their ESS and R-hat."""
+    a, _ = _as_chains(draws)
+    split = _split_chains(a)
+    ok = np.all(np.isfinite(split), axis=(1, 2))
+    idx = np.flatnonzero(ok)
+    if not ok.any():
+        return idx, np.empty(0), np.empty(0)
+    s = split[ok]
+    z = _z_scale(s)
+    median = np.median(s.reshape(s.shape[0], -1), axis=1)
+    tail = _rhat_basic(_z_scale(np.abs(s - median[:, None, None])))
+    return idx, _ess_basic(z), np.maximum(_rhat_basic(z), tail)
 
 
 # --------------------------------------------------------------- the estimator
