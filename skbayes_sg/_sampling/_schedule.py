@@ -226,7 +226,7 @@ def _warm_up(pool, plan, out, continuing):
         _check(pool.advance(window, thin=thin, keep=True, adapt=restart,
                             phase="warm-up (metric)", store=store), "warm-up")
         windows.append(window)
-        new_metric = adapt_metric(store.draws(), pool.spec.metric)
+        new_metric = adapt_metric(store.draws(), pool.spec.metric, n_jobs=pool.n_jobs)
         del store   # freed before the next window's array exists
         if new_metric is None:
             break
@@ -271,7 +271,7 @@ def _spiked(lam, q):
     return np.where(lam > 1.0, 0.5 * (b + disc), np.maximum(0.5 * (b - disc), 1e-3))
 
 
-def adapt_metric(draws, metric_config, band=1.3):
+def adapt_metric(draws, metric_config, band=1.3, n_jobs=None):
     """Correct the metric where the warm-up draws disagree with it.
 
     Parameters
@@ -283,6 +283,9 @@ def adapt_metric(draws, metric_config, band=1.3):
     band : float
         Factor widening the Marchenko-Pastur band (finite samples, and the
         draws' autocorrelation, make it leak).
+    n_jobs : int or None
+        Threads for the effective draws (the fit's ``n_jobs``; the result
+        does not depend on it).
 
     Returns
     -------
@@ -294,12 +297,12 @@ def adapt_metric(draws, metric_config, band=1.3):
     if metric.kind == "identity":
         return None
     if metric.kind == "diagonal":
-        return _adapt_diagonal(draws, metric_config, band)
+        return _adapt_diagonal(draws, metric_config, band, n_jobs)
     m, N, dim = draws.shape
     Z = metric.py_to_z(draws.reshape(-1, dim)).reshape(m, N, dim)
     # a covariance is a mean of squares: its effective draws are those of z^2
     # (an antithetic sampler has more effective draws of z than of z^2)
-    ess, _ = diagnostics((Z - Z.mean(axis=(0, 1))) ** 2)
+    ess, _ = diagnostics((Z - Z.mean(axis=(0, 1))) ** 2, n_jobs)
     n_eff = float(np.nanmedian(ess)) if np.any(np.isfinite(ess)) else m * N
     n_eff = min(n_eff, m * N)
     if n_eff < dim:
@@ -341,7 +344,7 @@ ADAPT_BLOCK = 2048
 ESS_COORDINATES = 512
 
 
-def _adapt_diagonal(draws, metric_config, band):
+def _adapt_diagonal(draws, metric_config, band, n_jobs=None):
     """:func:`adapt_metric` for a diagonal metric: per-coordinate variances
     of the whitened draws (the diagonal of their sample covariance, no
     dim x dim matrix), read in blocks of coordinates."""
@@ -358,7 +361,7 @@ def _adapt_diagonal(draws, metric_config, band):
     # behind the ESS cost O(draws log draws) a coordinate: seconds at 10^4)
     cols = np.unique(np.linspace(0, dim - 1, min(dim, ESS_COORDINATES)).astype(np.intp))
     Z = (np.asarray(draws[:, :, cols], dtype=np.float64) - center[cols]) / D[cols]
-    ess, _ = diagnostics((Z - Z.mean(axis=(0, 1))) ** 2)
+    ess, _ = diagnostics((Z - Z.mean(axis=(0, 1))) ** 2, n_jobs)
     n_eff = float(np.nanmedian(ess)) if np.any(np.isfinite(ess)) else m * N
     n_eff = min(n_eff, m * N)
     # each variance has relative sd sqrt(2 / n_eff), whatever dim (unlike a
