@@ -895,3 +895,17 @@ def test_logistic_alpha_auto_maximises_the_laplace_evidence(n_features):
     np.testing.assert_allclose(est.mode_.ravel(), mode, atol=1e-5)
     with pytest.raises(ValueError, match="alpha"):
         SGMCMCLogisticRegression(alpha="big").fit(X, y)
+
+
+def test_a_posterior_too_ill_conditioned_for_its_cholesky_raises_a_clear_error():
+    """Two rows, three large features and noise_var=1e-14: the Hessian at the
+    mode has curvatures 1e20 apart, beyond float64's Cholesky.  The fit says
+    so in a ValueError naming alpha and noise_var (not a LinAlgError from
+    inside the Newton solver; found by tests/test_properties.py)."""
+    X = np.array([[345.6, 821.6, 330.4], [-1303.2, 905.4, 446.4]])
+    y = np.array([0.3, -1.2])
+    est = SGMCMCRidge(fit_intercept=False, noise_var=1e-14, alpha=1.0, n_samples=20,
+                      n_warmup=20, n_chains=2)
+    with pytest.raises(ValueError, match="noise_var=1e-14") as info:
+        est.fit(X, y)
+    assert type(info.value) is ValueError and "alpha=1" in str(info.value)

@@ -247,6 +247,22 @@ class FitContext:
             t *= 0.5
         return theta, None
 
+    def _posterior_cholesky(self, H, factorise=np.linalg.cholesky):
+        """``factorise(H)``, a Cholesky factorisation of the posterior's
+        Hessian, or a ValueError that says why it has none (a LinAlgError
+        names no parameter)."""
+        try:
+            return factorise(H)
+        except np.linalg.LinAlgError:
+            noise = (f", noise_var={float(self.glm.noise_var):.3g}"
+                     if self.glm.name == "gaussian" else "")
+            raise ValueError(
+                f"The posterior's curvature is not positive definite to machine precision "
+                f"(alpha={self.alpha:.3g}{noise}): some directions are fixed by the data "
+                f"far more tightly than others (largest/smallest curvature "
+                f"{np.max(np.abs(np.diag(H))) / max(self.alpha, 1e-300):.1e}). Standardise X, "
+                f"or pass a larger noise_var (regression) or alpha.") from None
+
     def _newton_dense(self):
         """Each iteration: one pass for U, the gradient and the Hessian at the
         new point (shared by the line search's first, usually accepted, trial)."""
@@ -254,7 +270,7 @@ class FitContext:
         theta = np.zeros(self.dim)
         u, g, H = self._value_grad_hessian(theta)
         for _ in range(MAX_NEWTON_ITER):
-            step = cho_solve(cho_factor(H), g)
+            step = cho_solve(self._posterior_cholesky(H, cho_factor), g)
             decrement = float(np.sqrt(max(g @ step, 0.0)))
             new, values = self._line_search(theta, u, g, step, self._value_grad_hessian)
             if values is None:  # no decrease left: at the optimum to rounding
@@ -450,7 +466,7 @@ class FitContext:
         ``L = R^-T`` from the Cholesky factor ``H = R R^T`` (no explicit inverse)."""
         key = ("laplace_factor", theta.tobytes())
         if key not in self._cache:
-            R = np.linalg.cholesky(self.hessian_at(theta))
+            R = self._posterior_cholesky(self.hessian_at(theta))
             self._cache[key] = np.ascontiguousarray(
                 solve_triangular(R, np.eye(self.dim), lower=True).T)
         return self._cache[key]

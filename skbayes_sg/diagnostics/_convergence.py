@@ -442,10 +442,17 @@ def _bulk_block(draws):
     if not ok.any():
         return idx, np.empty(0), np.empty(0)
     s = split[ok]
-    z = _z_scale(s)
-    median = np.median(s.reshape(s.shape[0], -1), axis=1)
-    tail = _rhat_basic(_z_scale(np.abs(s - median[:, None, None])))
-    return idx, _ess_basic(z), np.maximum(_rhat_basic(z), tail)
+    # one sort of the pooled split draws gives the bulk ranks, the median and
+    # (merging its two halves) the folded draws' ranks, as summary() does:
+    # the pooled split draws are an even number, 2m x (n // 2)
+    flat = s.reshape(s.shape[0], -1)
+    order = np.argsort(flat, axis=1)
+    srt = np.take_along_axis(flat, order, axis=1)
+    z = _normal_scores_from_sorted(srt, order).reshape(s.shape)
+    folded = _normal_scores_from_sorted(*_folded_sorted(srt, order, _type7(srt, 0.5)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rhat = np.maximum(_rhat_basic(z), _rhat_basic(folded.reshape(s.shape)))
+    return idx, _ess_basic(z), rhat
 
 
 # --------------------------------------------------------------- the estimator
