@@ -431,8 +431,7 @@ class BaseSGMCMC(BaseEstimator):
             metropolis=setup.metropolis, max_abs_z=setup.notes.get("max_abs_z", np.inf),
             bounds=setup.notes.get("bounds"), verbose=int(self.verbose),
             sample_weight=sample_weight,
-            lazy=(bool(setup.notes.get("lazy", False))
-                  and self._touches_few(ctx, setup.batch_size)))
+            lazy=bool(setup.notes.get("lazy", False)))
 
     def _run_chains(self, pool, plan, setup, continuing):
         """Warm-up and sampling rounds (:mod:`._sampling._schedule`); a
@@ -492,7 +491,6 @@ class BaseSGMCMC(BaseEstimator):
             else:
                 sampler = "sghmc-leapfrog" if exact else "baoab"
         lazy = lazy and sampler in LAZY_SAMPLERS
-        notes["lazy"] = lazy
         self._check_parameters_act(sampler, subsampling)
         if (SUBSAMPLINGS[subsampling].index_chain and self.ewsg_x == "momentum-stop"
                 and not SAMPLERS[sampler].has_momentum):
@@ -551,7 +549,9 @@ class BaseSGMCMC(BaseEstimator):
         t_dyn = samp_config.get("temperature", T)
         momentum_scale = np.sqrt(t_dyn * (samp_config.get("inv_mass", 1.0)
                                           if sampler == "uld" else 1.0))
-        if lazy and self._touches_few(ctx, ctx.batch_size):
+        # the batch is known now: lazy where it still touches few coordinates
+        notes["lazy"] = lazy = lazy and self._touches_few(ctx, ctx.batch_size)
+        if lazy:
             # scales on a grid: lazy coordinates of a class share their k-step laws
             metric_cfg = on_lazy_grid(metric_cfg)
         return FitSetup(sampler, subsampling, metric_cfg, metropolis, samp_config, sub_config,

@@ -39,7 +39,7 @@ do the snapshot estimators (their drift changes at each refresh) and EWSG
 import numpy as np
 
 from cpython.pycapsule cimport PyCapsule_GetPointer
-from libc.math cimport exp, expm1, log1p, sqrt, pow, isfinite, fabs, INFINITY, NAN
+from libc.math cimport expm1, log1p, sqrt, pow, isfinite, fabs, INFINITY, NAN
 from libc.string cimport memcpy
 from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
@@ -148,7 +148,7 @@ cdef struct Dyn:
     const double* table
     long long table_len
     long long table_stride          # numbers a class's tables take
-    int class_min, n_classes        # classes: round(8 log2 D_j) - class_min
+    int n_classes
     const double* class_a           # each class's untouched curvature (with the tables)
 
 
@@ -171,9 +171,7 @@ LAW_TABLE_BYTES = 32 << 20
 #: a lazy fit's diagonal metric has its scales on the grid 2^(i / LAZY_SCALE_GRID)
 #: (within 4.4% of the adapted ones): its coordinates then fall into a few
 #: classes that share their k-step laws (see :func:`on_lazy_grid`)
-cdef enum:
-    SCALE_GRID = 8
-LAZY_SCALE_GRID = SCALE_GRID
+LAZY_SCALE_GRID = 8
 #: scale classes (8 per octave) beyond which the laws are not tabulated
 MAX_SCALE_CLASSES = 256
 
@@ -242,8 +240,8 @@ cdef inline double _expm1(double x) noexcept nogil:
     return expm1(x)
 
 
-cdef inline void _sgld_record(Coord* c, double o, double s, double g, double center,
-                              double D, double A, double alpha) noexcept nogil:
+cdef inline void _sgld_record(Coord* c, double o, double s, double g, double D, double A,
+                              double alpha) noexcept nogil:
     """The untouched AR(1) of one SGLD coordinate in parameter units: ``a = 1 - o``,
     ``m = -A / alpha``, ``sd = D s / sqrt(o (2 - o))``; ``g`` the data term's
     factor on theta (divided by a where the touched step defers its noise)."""
@@ -617,7 +615,7 @@ cdef class LazyChain:
             if self.q.kind == LAZY_SGLD:
                 # the AR(1) in parameter units: o = c s_m alpha D^2, noise D s
                 _sgld_record(rec, c_grad * sm * alpha * Dj * Dj, self.q.s,
-                             c_grad * sm * Dj * Dj, cj, Dj, Av[j], alpha)
+                             c_grad * sm * Dj * Dj, Dj, Av[j], alpha)
                 rec.x = cj + Dj * zv[j]
             else:
                 # the untouched gradient a z + beta (z units), and r
@@ -652,7 +650,7 @@ cdef class LazyChain:
         k-step laws once (O(1) catch-ups instead of O(log k) compositions)."""
         cdef intp j, c, length
         cdef long long stride
-        cdef Coord* rec
+        cdef const double[::1] classes
         grid = LAZY_SCALE_GRID * np.log2(np.asarray(self.scale[:self.dim]))
         index = np.round(grid)
         if not np.all(np.abs(grid - index) < 1e-9):
@@ -675,14 +673,13 @@ cdef class LazyChain:
                 self.class_a[c] = self.coords[j].k1
                 _tabulate(&self.q, self.class_a[c], &self.law_table[c * stride], length)
         # each record now names its class (its curvature is the class's)
-        classes = (index - lo).astype(np.float64)
+        classes = np.ascontiguousarray(index - lo, dtype=np.float64)
         for j in range(self.dim):
             self.coords[j].k1 = classes[j]
         self.q.class_a = &self.class_a[0]
         self.q.table = &self.law_table[0]
         self.q.table_len = length
         self.q.table_stride = stride
-        self.q.class_min = lo
         self.q.n_classes = n_classes
 
     @property
@@ -927,7 +924,6 @@ cdef Dyn _dyn_constants(dynamics, double sm) except *:
     q.table = NULL
     q.class_a = NULL
     q.table_len = q.table_stride = 0
-    q.class_min = 0
     q.n_classes = 1
     q.sm = sm
     if type(dynamics) is SGLD:
@@ -987,7 +983,7 @@ def py_catch_up(double o, double b, double s, double z0, long long k, Py_ssize_t
     cdef Coord c
     cdef intp i
     # the record of a coordinate whose stationary mean is b / o (A = -alpha b / o, alpha 1)
-    _sgld_record(&c, o, s, 0.0, 0.0, 1.0, -b / o, 1.0)
+    _sgld_record(&c, o, s, 0.0, 1.0, -b / o, 1.0)
     with nogil:
         for i in range(n_draws):
             c.x = z0
@@ -1009,7 +1005,7 @@ def py_catch_up_pair(dynamics, double a, double beta, double z0, double r0, long
     cdef double[::1] r = np.empty(n_draws)
     cdef _NormalSource noise = _NormalSource(seed)
     cdef Dyn q = _dyn_constants(dynamics, scale)
-    cdef double[::1] table = np.empty(2 * (k + 1) * LAW_WIDTH)
+    cdef double[::1] table = np.empty(2 * (k + 1) * LAW_WIDTH if tabulated else 1)
     cdef double[::1] class_a = np.full(1, a)
     cdef Coord c
     cdef intp i

@@ -300,11 +300,7 @@ def adapt_metric(draws, metric_config, band=1.3, n_jobs=None):
         return _adapt_diagonal(draws, metric_config, band, n_jobs)
     m, N, dim = draws.shape
     Z = metric.py_to_z(draws.reshape(-1, dim)).reshape(m, N, dim)
-    # a covariance is a mean of squares: its effective draws are those of z^2
-    # (an antithetic sampler has more effective draws of z than of z^2)
-    ess, _ = diagnostics((Z - Z.mean(axis=(0, 1))) ** 2, n_jobs)
-    n_eff = float(np.nanmedian(ess)) if np.any(np.isfinite(ess)) else m * N
-    n_eff = min(n_eff, m * N)
+    n_eff = _squares_effective_draws(Z, n_jobs)
     if n_eff < dim:
         # fewer effective draws than parameters: the sample covariance says
         # nothing reliable about most directions
@@ -344,11 +340,22 @@ ADAPT_BLOCK = 2048
 ESS_COORDINATES = 512
 
 
+def _squares_effective_draws(Z, n_jobs=None):
+    """The median effective draws of z^2 over the coordinates of whitened
+    draws Z (n_chains, n_draws, k), at most their number: a (co)variance is
+    a mean of squares, so these count for it (an antithetic sampler has more
+    effective draws of z than of z^2)."""
+    m, N = Z.shape[:2]
+    ess, _ = diagnostics((Z - Z.mean(axis=(0, 1))) ** 2, n_jobs)
+    n_eff = float(np.nanmedian(ess)) if np.any(np.isfinite(ess)) else m * N
+    return min(n_eff, m * N)
+
+
 def _adapt_diagonal(draws, metric_config, band, n_jobs=None):
     """:func:`adapt_metric` for a diagonal metric: per-coordinate variances
     of the whitened draws (the diagonal of their sample covariance, no
     dim x dim matrix), read in blocks of coordinates."""
-    m, N, dim = draws.shape
+    dim = draws.shape[2]
     center = np.asarray(metric_config["center"], dtype=np.float64)
     D = np.array(metric_config["factor"], dtype=np.float64)
     var = np.empty(dim)
@@ -356,14 +363,11 @@ def _adapt_diagonal(draws, metric_config, band, n_jobs=None):
         hi = min(lo + ADAPT_BLOCK, dim)
         Z = (np.asarray(draws[:, :, lo:hi], dtype=np.float64) - center[lo:hi]) / D[lo:hi]
         var[lo:hi] = Z.reshape(-1, hi - lo).var(axis=0, ddof=1)
-    # a variance is a mean of squares: its effective draws are those of z^2;
-    # their median over ESS_COORDINATES evenly spaced coordinates (the ranks
-    # behind the ESS cost O(draws log draws) a coordinate: seconds at 10^4)
+    # the effective draws over ESS_COORDINATES evenly spaced coordinates (the
+    # ranks behind the ESS cost O(draws log draws) a coordinate: seconds at 10^4)
     cols = np.unique(np.linspace(0, dim - 1, min(dim, ESS_COORDINATES)).astype(np.intp))
-    Z = (np.asarray(draws[:, :, cols], dtype=np.float64) - center[cols]) / D[cols]
-    ess, _ = diagnostics((Z - Z.mean(axis=(0, 1))) ** 2, n_jobs)
-    n_eff = float(np.nanmedian(ess)) if np.any(np.isfinite(ess)) else m * N
-    n_eff = min(n_eff, m * N)
+    n_eff = _squares_effective_draws(
+        (np.asarray(draws[:, :, cols], dtype=np.float64) - center[cols]) / D[cols], n_jobs)
     # each variance has relative sd sqrt(2 / n_eff), whatever dim (unlike a
     # dense metric's eigenvalues, no n_eff > dim is needed); the band is 3 sds,
     # wider where many coordinates would otherwise cross it by chance (a 2.5%

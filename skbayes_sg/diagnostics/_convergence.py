@@ -442,17 +442,24 @@ def _bulk_block(draws):
     if not ok.any():
         return idx, np.empty(0), np.empty(0)
     s = split[ok]
-    # one sort of the pooled split draws gives the bulk ranks, the median and
-    # (merging its two halves) the folded draws' ranks, as summary() does:
     # the pooled split draws are an even number, 2m x (n // 2)
-    flat = s.reshape(s.shape[0], -1)
+    _, z, folded = _bulk_and_folded_scores(s.reshape(s.shape[0], -1))
+    z, folded = z.reshape(s.shape), folded.reshape(s.shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rhat = np.maximum(_rhat_basic(z), _rhat_basic(folded))
+    return idx, _ess_basic(z), rhat
+
+
+def _bulk_and_folded_scores(flat):
+    """One sort of each row of ``flat`` (P, N), N even, gives the rows
+    sorted, the bulk rank-normalised scores, the median and, merging the
+    sorted halves, the scores of the draws folded about it:
+    ``(sorted, bulk scores, folded scores)``, scores in the original order."""
     order = np.argsort(flat, axis=1)
     srt = np.take_along_axis(flat, order, axis=1)
-    z = _normal_scores_from_sorted(srt, order).reshape(s.shape)
+    z = _normal_scores_from_sorted(srt, order)
     folded = _normal_scores_from_sorted(*_folded_sorted(srt, order, _type7(srt, 0.5)))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rhat = np.maximum(_rhat_basic(z), _rhat_basic(folded.reshape(s.shape)))
-    return idx, _ess_basic(z), rhat
+    return srt, z, folded
 
 
 # --------------------------------------------------------------- the estimator
@@ -695,16 +702,12 @@ def _summary_block(part, quantiles):
         return np.column_stack([mean, sd, *np.quantile(flat_draws, quantiles, axis=0),
                                 _ess(a, "bulk"), _ess(a, "tail"), _rhat(a)])
     flat = a.reshape(p, m * n)
-    order = np.argsort(flat, axis=1)
-    srt = np.take_along_axis(flat, order, axis=1)
-    N = m * n
-    z = _split_chains(_normal_scores_from_sorted(srt, order).reshape(p, m, n))
+    # the bulk and folded ranks from one sort (n even: the split keeps every
+    # draw, and ranks over the pooled draws do not depend on the order)
+    srt, z, z_folded = _bulk_and_folded_scores(flat)
+    z = _split_chains(z.reshape(p, m, n))
     ess_bulk = _ess_basic(z)
-    median = _type7(srt, 0.5)
-    # the folded draws' ranks from the same sort (n even: the split keeps
-    # every draw, and ranks over the pooled draws do not depend on the order)
-    z_folded = _split_chains(
-        _normal_scores_from_sorted(*_folded_sorted(srt, order, median)).reshape(p, m, n))
+    z_folded = _split_chains(z_folded.reshape(p, m, n))
     with np.errstate(invalid="ignore", divide="ignore"):
         rhat = np.maximum(_rhat_basic(z), _rhat_basic(z_folded))
     split = _split_chains(a)
