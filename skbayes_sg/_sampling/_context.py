@@ -12,10 +12,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import cho_factor, cho_solve, solve_triangular
+from scipy.linalg import cho_factor, cho_solve, eigvalsh_tridiagonal, solve_triangular
+from scipy.linalg.lapack import dlauum as lauum
 
 from ._glm import LOCAL_CURVATURE_SAFETY, GLM, linear_predictor, potential_and_grad
 
+# dense rows are processed in chunks of this many (their temporaries are
+# rows x dim); CSR rows in one block (products with them are O(nnz), and a
+# row slice would copy them)
 ROW_CHUNK = 8192
 # above this many parameters the Laplace covariance is approximated by its diagonal
 MAX_DENSE_LAPLACE = 4000
@@ -24,6 +28,25 @@ MAX_DENSE_LAPLACE = 4000
 # that meets it is still taken, so the error left is about its square
 MODE_TOL_SD = 0.01
 MAX_NEWTON_ITER = 100
+# a dense Gram ``X^T W X`` of CSR rows costs sum_i nnz_i^2 products against
+# sum_i nnz_i for a pass (and each of its products is several times dearer):
+# above this ratio the mode search takes Hessian-vector products (passes) and
+# one Gram at the end, and the dense noise model a Lanczos iteration, instead
+# of a Gram per Newton step; below it (short rows) the Grams are cheap
+GRAM_DEAR_RATIO = 16.0
+# the CG mode search on CSR rows stops at this fraction of MODE_TOL_SD in its
+# diagonal metric, so that the exact Newton decrement at its end (one Gram) is
+# below MODE_TOL_SD and no second Gram is needed
+SPARSE_CG_TIGHTEN = 0.1
+# CSR rows' quadratic forms x_i^T S x_i: rows are gathered in blocks of about
+# this many (row, entry, entry) terms; a row with more non-zeros than
+# dext / PAIR_ROW_FRACTION takes a product with S instead (a pair gathered
+# costs about 20 times a multiply-add of the product, measured at 20
+# non-zeros in 1,000 columns: the two break even near dext / 10)
+PAIR_BLOCK = 1 << 18
+PAIR_ROW_FRACTION = 10.0
+# Lanczos takes every step up to this many dimensions (exact there)
+LANCZOS_FULL_DIM = 32
 
 
 def _dense_ext(Xc, fit_intercept):
@@ -33,6 +56,193 @@ def _dense_ext(Xc, fit_intercept):
     if fit_intercept:
         Xd = np.hstack([Xd, np.ones((Xd.shape[0], 1))])
     return Xd
+
+
+def _scaled_rows(X, w):
+    """``diag(w) X`` of a CSR matrix (float64), sharing its pattern."""
+    data = np.asarray(X.data, dtype=np.float64) * np.repeat(w, np.diff(X.indptr))
+    return sp.csr_matrix((data, X.indices, X.indptr), shape=X.shape)
+
+
+def _sparse_gram(X, w, fit_intercept):
+    """``X_ext^T diag(w) X_ext`` of CSR rows, dense (dext, dext): one sparse
+    product, O(sum_i nnz_i^2); the rows are never densified."""
+    d = X.shape[1]
+    B = np.zeros((d + int(fit_intercept),) * 2)
+    B[:d, :d] = (X.T @ _scaled_rows(X, w)).toarray()
+    if fit_intercept:
+        col = np.asarray(X.T @ w, dtype=np.float64).ravel()
+        B[:d, d] = B[d, :d] = col
+        B[d, d] = w.sum()
+    return B
+
+
+def _sparse_gram_blocks(X, W, fit_intercept):
+    """``sum_i W_i (x) x_i x_i^T`` (x_i with the constant column) of CSR rows:
+    W of shape (n,) (one block for every output, returned (dext, dext)) or
+    (n, K, K) (returned (K, dext, K, dext)); symmetric blocks are computed once."""
+    if W.ndim == 1:
+        return _sparse_gram(X, W, fit_intercept)
+    K, dext = W.shape[1], X.shape[1] + int(fit_intercept)
+    G = np.zeros((K, dext, K, dext))
+    symmetric = np.array_equal(W, W.transpose(0, 2, 1))
+    for k in range(K):
+        for m in range(K):
+            if symmetric and m < k:
+                G[k, :, m, :] = G[m, :, k, :].T
+            else:
+                G[k, :, m, :] = _sparse_gram(X, np.ascontiguousarray(W[:, k, m]),
+                                             fit_intercept)
+    return G
+
+
+def _padded_rows(X, rows, fit_intercept):
+    """Values and columns of CSR ``rows``, padded with zeros (column 0) to the
+    longest, with the constant column (index d, value 1) appended:
+    (len(rows), m) each."""
+    d = X.shape[1]
+    starts, lens = X.indptr[rows], X.indptr[rows + 1] - X.indptr[rows]
+    m = int(lens.max()) if len(rows) else 0
+    k = np.arange(m)
+    inside = k[None, :] < lens[:, None]
+    pos = np.where(inside, starts[:, None] + k[None, :], 0)
+    if X.nnz:
+        vals = np.where(inside, X.data[pos], 0.0)
+        cols = np.where(inside, X.indices[pos], 0)
+    else:
+        vals, cols = np.zeros((len(rows), m)), np.zeros((len(rows), m), dtype=np.intp)
+    if fit_intercept:
+        vals = np.hstack([vals, np.ones((len(rows), 1))])
+        cols = np.hstack([cols, np.full((len(rows), 1), d)])
+    return np.asarray(vals, dtype=np.float64), np.asarray(cols, dtype=np.intp)
+
+
+def _sparse_row_forms(X, fit_intercept, S, K, X2=None):
+    """``Q[i, k, m] = x_i^T S_km x_i`` (x_i with the constant column) of CSR
+    rows, shape (n, K, K); S is (K dext, K dext) dense or its diagonal
+    (K dext,); ``X2``, the squares of X, if at hand.
+
+    A diagonal S costs one pass.  A dense S costs sum_i nnz_i^2 entries of S
+    gathered per output pair, the sum over pairs of the row's non-zeros
+    (rows sorted by length and padded in blocks): against
+    ``rowsum(X .* (X @ S))``, O(nnz dim), about 4x faster at 20 non-zeros
+    in 1,000 columns.  Rows with more than ``dext / PAIR_ROW_FRACTION``
+    non-zeros (whose pairs would cost more than the product) take the
+    product ``x_i^T S`` (sparse rows times S, O(nnz_i dim)).
+    """
+    n, d = X.shape
+    dext = d + int(fit_intercept)
+    Q = np.zeros((n, K, K))
+    if S.ndim == 1:
+        Sd = S.reshape(K, dext)
+        X2 = X.multiply(X).tocsr() if X2 is None else X2
+        q = np.asarray(X2 @ Sd[:, :d].T, dtype=np.float64)
+        if fit_intercept:
+            q = q + Sd[:, d]
+        Q[:, np.arange(K), np.arange(K)] = q
+        return Q
+    lens = np.diff(X.indptr) + int(fit_intercept)
+    order = np.argsort(lens, kind="stable")
+    short = lens[order] <= dext / PAIR_ROW_FRACTION
+    long_rows, order = order[~short], order[short]
+    flat = np.ascontiguousarray(S).ravel()
+    dim = K * dext
+    i = 0
+    while i < len(order):
+        m = max(int(lens[order[i]]), 1)
+        end = min(len(order), i + max(1, PAIR_BLOCK // (m * m)))
+        m = max(int(lens[order[end - 1]]), 1)      # the block's longest row
+        end = min(end, i + max(1, PAIR_BLOCK // (m * m)))
+        rows = order[i:end]
+        vals, cols = _padded_rows(X, rows, fit_intercept)
+        # x^T S x = sum_a v_a^2 S_aa + sum_{a<b} v_a v_b (S_ab + S_ba): half the pairs
+        a, b = np.triu_indices(vals.shape[1], 1)
+        vv = vals[:, a] * vals[:, b]
+        row_a, col_b = cols[:, a] * dim, cols[:, b]
+        for k in range(K):
+            for j in range(k, K):
+                # S_kj[c, c'] = flat[(k dext + c) dim + j dext + c']
+                shift = k * dext * dim + j * dext
+                q = np.einsum("ra,ra->r", vals * vals, flat[cols * (dim + 1) + shift])
+                pair = flat[row_a + col_b + shift]
+                if k == j:
+                    pair *= 2.0
+                else:
+                    pair += flat[cols[:, b] * dim + cols[:, a] + shift]
+                Q[rows, k, j] = Q[rows, j, k] = q + np.einsum("rp,rp->r", vv, pair)
+        i = end
+    block = max(1, PAIR_BLOCK // dext)
+    for start in range(0, len(long_rows), block):
+        rows = long_rows[start:start + block]
+        Xr = X[rows]
+        for k in range(K):
+            for j in range(k, K):
+                Skj = S[k * dext:(k + 1) * dext, j * dext:(j + 1) * dext]
+                Y = np.asarray(Xr @ Skj[:d], dtype=np.float64)               # (rows, dext)
+                if fit_intercept:
+                    Y = Y + Skj[d]
+                q = np.asarray(Xr.multiply(Y[:, :d]).sum(axis=1)).ravel()
+                if fit_intercept:
+                    q = q + Y[:, d]
+                Q[rows, k, j] = Q[rows, j, k] = q
+    return Q
+
+
+def _covariance_of_factor(L):
+    """``L L^T``: by LAPACK's ``lauum`` (a third of the product's work) when
+    L is upper triangular (the Laplace factor), else by a product."""
+    if L.shape[0] == L.shape[1] and not np.any(np.tril(L, -1)):
+        U, info = lauum(np.asfortranarray(L), lower=0)
+        if info == 0:
+            U = np.triu(U)
+            return U + np.triu(U, 1).T
+    return L @ L.T
+
+
+def _lanczos_max(matvec, dim, tol=1e-3, max_iter=60, seed=0):
+    """Largest eigenvalue of a symmetric positive semi-definite operator by
+    Lanczos from a random start (no re-orthogonalisation: its loss only
+    repeats converged Ritz values, the largest converges first).
+
+    Stops when the largest Ritz value moved by at most ``tol`` (relative) in
+    each of the last two steps: on a spectrum whose top is a cluster (random
+    sparse rows) that is 10-20 products where a power iteration takes
+    hundreds.  One small step is not enough: a start nearly orthogonal to
+    the top eigenvector stalls at the next eigenvalue for a step or two
+    before the top's component grows.  Up to ``LANCZOS_FULL_DIM``
+    dimensions every step is taken (the exact eigenvalue).
+
+    Returns
+    -------
+    lam : float
+        The largest Ritz value (a lower estimate, within about ``tol``).
+    n_products : int
+    """
+    if dim == 0:
+        return 0.0, 0
+    q = np.random.default_rng(seed).standard_normal(dim)
+    q /= np.linalg.norm(q)
+    q_prev = np.zeros(dim)
+    alphas, betas, ritz = [], [], []
+    beta = 0.0
+    min_iter = dim if dim <= LANCZOS_FULL_DIM else 3
+    for it in range(1, max_iter + 1):
+        w = np.asarray(matvec(q), dtype=np.float64)
+        a = float(q @ w)
+        w -= a * q + beta * q_prev
+        alphas.append(a)
+        ritz.append(float(eigvalsh_tridiagonal(np.array(alphas), np.array(betas), select="i",
+                                               select_range=(it - 1, it - 1))[0])
+                    if it > 1 else a)
+        beta = float(np.linalg.norm(w))
+        if beta <= 1e-12 * max(abs(ritz[-1]), 1e-300):   # an invariant subspace: exact
+            break
+        if it >= min_iter and it > 2 and all(
+                abs(ritz[-1] - ritz[-j]) <= tol * abs(ritz[-1]) for j in (2, 3)):
+            break
+        betas.append(beta)
+        q_prev, q = q, w / beta
+    return ritz[-1], it
 
 
 @dataclass
@@ -71,6 +281,15 @@ class Resolved:
         The point every chain starts from, when they share one.
     pilot_q95 : float or None
         The adaptive estimator's q95 of ``||theta - mode||^2`` (pilot or Laplace).
+    noise_center : ndarray or None
+        Where the noise model's Laplace law is centred when not at the mode
+        (:meth:`FitContext.row_noise_moments`): the identity-step check of a
+        fit that never needed the mode centres it at the chains' calibration
+        point instead of searching for the mode.  None: the mode.
+    noise_tol : float
+        Relative tolerance of the noise model's Lanczos iterations
+        (:meth:`FitContext.noise_per_row` on long CSR rows); the identity-step
+        check, a diagnostic, loosens it.
     """
 
     metric_kind: str = "identity"
@@ -78,6 +297,8 @@ class Resolved:
     posterior_row_cov: object = None
     shared_start: object = None
     pilot_q95: object = None
+    noise_center: object = None
+    noise_tol: float = 1e-3
 
 
 @dataclass
@@ -115,6 +336,10 @@ class FitContext:
     # data (mode search, power iteration, moments) counts n
     n_grad_evals: int = 0
 
+    def __post_init__(self):
+        if sp.issparse(self.X) and self.X.format != "csr":
+            self.X = self.X.tocsr()   # the set-up's row-wise sparse products read CSR
+
     @property
     def n(self):
         return self.X.shape[0]
@@ -126,6 +351,29 @@ class FitContext:
     @property
     def dim(self):
         return self.glm.n_outputs * self.dext
+
+    def _blocks(self):
+        """``(start, rows)`` over X: dense rows in chunks of ``ROW_CHUNK``, CSR
+        rows in one block."""
+        if sp.issparse(self.X):
+            yield 0, self.X
+            return
+        for start in range(0, self.n, ROW_CHUNK):
+            yield start, self.X[start:start + ROW_CHUNK]
+
+    def _gram_is_dear(self):
+        """Whether a dense Gram ``X_ext^T W X_ext`` of the (CSR) rows costs more
+        than ``GRAM_DEAR_RATIO`` passes (sum_i nnz_i^2 against sum_i nnz_i,
+        times (K + 1) / 2 blocks for K outputs); never for dense rows, whose
+        paths stay those of a dense Hessian."""
+        if not sp.issparse(self.X):
+            return False
+        if "gram_dear" not in self._cache:
+            lens = np.diff(self.X.indptr).astype(np.float64) + int(self.fit_intercept)
+            blocks = 0.5 * (self.glm.n_outputs + 1)
+            self._cache["gram_dear"] = bool(
+                blocks * float(lens @ lens) > GRAM_DEAR_RATIO * max(float(lens.sum()), 1.0))
+        return self._cache["gram_dear"]
 
     def _weigh(self, values, start):
         """Scale per-datum values of the rows ``start:start + len(values)`` by
@@ -194,10 +442,13 @@ class FitContext:
         products, each a pass) stopped when the gradient in the diagonal
         Laplace metric is that small.  The Hessian of the last iteration is
         kept as the curvature at the mode (the step after it is under 0.01 sd).
+        CSR rows whose Gram is dear (:meth:`_gram_is_dear`) take the
+        truncated Newton-CG and one Gram at its end (:meth:`_newton_sparse`).
         """
         if "mode" not in self._cache:
             if self.dim <= MAX_DENSE_LAPLACE:
-                theta, H = self._newton_dense()
+                theta, H = (self._newton_sparse() if self._gram_is_dear()
+                            else self._newton_dense())
                 self._cache["hessian_mode"] = H
             else:
                 theta = self._newton_cg()
@@ -205,10 +456,30 @@ class FitContext:
         return self._cache["mode"]
 
     def _value_grad_hessian(self, theta):
-        """``U``, ``grad U`` and the dense ``grad^2 U`` at theta in one counted pass."""
+        """``U``, ``grad U`` and the dense ``grad^2 U`` at theta in one counted
+        pass (CSR rows: the Hessian is a sparse Gram, O(sum_i nnz_i^2))."""
         K, dext, d = self.glm.n_outputs, self.dext, self.X.shape[1]
         Theta = theta.reshape(K, dext)
         u = 0.5 * self.alpha * float(theta @ theta)
+        if sp.issparse(self.X):
+            Z = linear_predictor(self.X, Theta, self.fit_intercept)
+            u += float(self._weigh(self.glm.loss(Z, self.y), 0).sum())
+            R = self._weigh(self.glm.residual(Z, self.y), 0)
+            G = np.empty((K, dext))
+            G[:, :d] = np.asarray(self.X.T @ R).T
+            if self.fit_intercept:
+                G[:, d] = R.sum(axis=0)
+            W = self._weigh(self.glm.hessian_weights(Z, self.y), 0)
+            B = _sparse_gram_blocks(self.X, W, self.fit_intercept)
+            if W.ndim == 1:
+                H = np.zeros((K, dext, K, dext))
+                for k in range(K):
+                    H[k, :, k, :] = B
+            else:
+                H = B
+            self.n_grad_evals += self.n
+            return (u, G.ravel() + self.alpha * theta,
+                    H.reshape(self.dim, self.dim) + self.alpha * np.eye(self.dim))
         G = np.zeros((K, dext))
         H = np.zeros((K, dext, K, dext))
         for start in range(0, self.n, ROW_CHUNK):
@@ -280,16 +551,41 @@ class FitContext:
                 break
         return theta, H
 
-    def _newton_cg(self, cg_iter=30):
+    def _newton_sparse(self):
+        """The mode search of CSR rows whose Gram is dear: the truncated
+        Newton-CG (:meth:`_newton_cg`, passes only) to ``SPARSE_CG_TIGHTEN``
+        of the tolerance, then one pass with the dense Hessian (a sparse
+        Gram) there: its Newton decrement is the stop of :meth:`_newton_dense`.
+        Where it is met, that point is the mode (its remaining Newton step is
+        under ``MODE_TOL_SD`` sds, the CG's own stop having left about a tenth
+        of that) and its Hessian the curvature there; else exact Newton steps
+        follow, a Gram each.  One Gram where :meth:`_newton_dense` takes one
+        per iteration (seven on a 10^5 x 10^3 text-like logistic problem)."""
+        T = float(self.settings.temperature)
+        theta = self._newton_cg(tol=SPARSE_CG_TIGHTEN * MODE_TOL_SD)
+        u, g, H = self._value_grad_hessian(theta)
+        for _ in range(MAX_NEWTON_ITER):
+            step = cho_solve(self._posterior_cholesky(H, cho_factor), g)
+            if np.sqrt(max(g @ step, 0.0)) <= MODE_TOL_SD * np.sqrt(T):
+                break
+            new, values = self._line_search(theta, u, g, step, self._value_grad_hessian)
+            if values is None:
+                break
+            theta, (u, g, H) = new, values
+        return theta, H
+
+    def _newton_cg(self, cg_iter=30, tol=MODE_TOL_SD):
+        """Truncated Newton-CG from 0, stopped when the gradient in the
+        diagonal Laplace metric is at most ``tol sqrt(T)`` in every coordinate."""
         T = float(self.settings.temperature)
         theta = np.zeros(self.dim)
         u, g = self.potential_and_grad(theta)
         self.n_grad_evals += self.n
         for _ in range(MAX_NEWTON_ITER):
-            Hd = self.hessian_diag(theta)
-            if np.max(np.abs(g) / np.sqrt(Hd)) <= MODE_TOL_SD * np.sqrt(T):
-                break
             hw = self.hessian_row_weights(theta, full=True)
+            Hd = self.hessian_diag(theta)      # from hw: no pass of its own
+            if np.max(np.abs(g) / np.sqrt(Hd)) <= tol * np.sqrt(T):
+                break
             n_products = [0]
 
             def hvp(v):
@@ -312,15 +608,42 @@ class FitContext:
         K, dext, d = self.glm.n_outputs, self.dext, self.X.shape[1]
         V = v.reshape(K, dext)
         out = np.zeros((K, dext))
-        for start in range(0, self.n, ROW_CHUNK):
-            Xc = self.X[start:start + ROW_CHUNK]
+        for start, Xc in self._blocks():
             Z = linear_predictor(Xc, V, self.fit_intercept)            # (rows, K)
-            w = hw[start:start + ROW_CHUNK]
+            w = hw[start:start + Xc.shape[0]]
             R = Z * w[:, None] if w.ndim == 1 else np.einsum("nkm,nm->nk", w, Z)
             out[:, :d] += np.asarray(Xc.T @ R).T
             if self.fit_intercept:
                 out[:, d] += R.sum(axis=0)
-        return out.ravel() + self.alpha * v
+        res = self.alpha * v
+        res += out.ravel()
+        return res
+
+    def hessian_max_eigenvalue(self, theta, col_scale=None, tol=1e-3):
+        """lambda_max of ``G grad^2 U(theta) G``, G = diag(col_scale) (softmax
+        blocks whole; prior included).
+
+        Exact eigenvalues where the dense Hessian at theta is at hand (the
+        mode's) and small; else Lanczos (:func:`_lanczos_max`, relative
+        ``tol``) on products with that Hessian (O(dim^2) each) where they are
+        cheaper than a pass, or on Hessian-vector products (a counted pass
+        each, the per-datum curvatures one more): 10-20 passes at any dim.
+        """
+        g = np.ones(self.dim) if col_scale is None else np.asarray(col_scale, dtype=np.float64)
+        dense = None
+        if "hessian_mode" in self._cache and np.array_equal(theta, self._cache.get("mode")):
+            dense = self._cache["hessian_mode"]
+        if dense is not None and self.dim <= 500:
+            return float(np.linalg.eigvalsh(g[:, None] * dense * g[None, :])[-1])
+        nnz = self.X.nnz if sp.issparse(self.X) else self.X.size
+        if dense is not None and self.dim * self.dim <= nnz + self.n:
+            lam, _ = _lanczos_max(lambda v: g * (dense @ (g * v)), self.dim, tol=tol)
+            return lam
+        hw = self.hessian_row_weights(theta, full=True)
+        lam, n_products = _lanczos_max(lambda v: g * self.hessian_vector(hw, g * v), self.dim,
+                                       tol=tol)
+        self.n_grad_evals += self.n * n_products
+        return lam
 
     def curvature_bound(self):
         """L >= lambda_max(grad^2 U) for every theta: alpha + c lambda_max(X_ext^T W X_ext).
@@ -393,8 +716,7 @@ class FitContext:
             K, dext = self.glm.n_outputs, self.dext
             Theta = theta.reshape(K, dext)
             hw = None
-            for start in range(0, self.n, ROW_CHUNK):
-                Xc = self.X[start:start + ROW_CHUNK]
+            for start, Xc in self._blocks():
                 H = self._chunk_terms("hessian_weights", Xc, Theta, start)
                 if H.ndim == 3 and not full:
                     H = np.einsum("nkk->n", H)
@@ -427,8 +749,7 @@ class FitContext:
             Theta = theta.reshape(K, self.dext)
             R = np.empty((self.n, K))
             G = np.zeros((K, self.dext))
-            for start in range(0, self.n, ROW_CHUNK):
-                Xc = self.X[start:start + ROW_CHUNK]
+            for start, Xc in self._blocks():
                 Rc = self._chunk_terms("residual", Xc, Theta, start)
                 R[start:start + len(Rc)] = Rc
                 G[:, :d] += np.asarray(Xc.T @ Rc).T
@@ -451,6 +772,17 @@ class FitContext:
             else:
                 F = self._laplace_factor(theta)
                 self._cache[key] = F @ F.T
+        return self._cache[key]
+
+    def _laplace_cov_or_diag(self, theta):
+        """The Laplace covariance, dense (:meth:`laplace_cov`) up to
+        ``MAX_DENSE_LAPLACE`` parameters, else its diagonal approximation as
+        the vector ``1 / diag H`` (never a dim x dim matrix)."""
+        if self.dim <= MAX_DENSE_LAPLACE:
+            return self.laplace_cov(theta)
+        key = ("laplace_diag", theta.tobytes())
+        if key not in self._cache:
+            self._cache[key] = 1.0 / self.hessian_diag(theta)
         return self._cache[key]
 
     def hessian_at(self, theta):
@@ -489,21 +821,27 @@ class FitContext:
     def weighted_gram(self, weights):
         """``sum_i W_i (x) x_i x_i^T`` (x_i with the constant column), W_i the
         scalar ``weights[i]`` (the same block for every output) or the K x K
-        block ``weights[i]``: shape (dim, dim).  One counted pass."""
+        block ``weights[i]``: shape (dim, dim).  One counted pass (CSR rows:
+        sparse Grams, O(sum_i nnz_i^2) per output pair)."""
         K, dext = self.glm.n_outputs, self.dext
+        if sp.issparse(self.X):
+            weights = np.asarray(weights, dtype=np.float64)
+            B = _sparse_gram_blocks(self.X, weights, self.fit_intercept)
+            if weights.ndim == 1:
+                G = np.zeros((K, dext, K, dext))
+                for k in range(K):
+                    G[k, :, k, :] = B
+            else:
+                G = B
+            self.n_grad_evals += self.n
+            return G.reshape(self.dim, self.dim)
         G = np.zeros((K, dext, K, dext))
         for start in range(0, self.n, ROW_CHUNK):
             Xc = self.X[start:start + ROW_CHUNK]
             w = weights[start:start + ROW_CHUNK]
             if w.ndim == 1:  # the same block for every output
-                if sp.issparse(Xc):
-                    B = np.asarray((Xc.T @ Xc.multiply(w[:, None]).tocsr()).todense())
-                    if self.fit_intercept:
-                        col = np.asarray(Xc.T @ w).ravel()
-                        B = np.block([[B, col[:, None]], [col[None, :], np.array([[w.sum()]])]])
-                else:
-                    Xe = _dense_ext(Xc, self.fit_intercept)
-                    B = Xe.T @ (Xe * w[:, None])
+                Xe = _dense_ext(Xc, self.fit_intercept)
+                B = Xe.T @ (Xe * w[:, None])
                 for k in range(K):
                     G[k, :, k, :] += B
             else:
@@ -527,8 +865,17 @@ class FitContext:
         """``Q_i[k, m] = x_i^T M_km x_i``, M the metric's covariance (``L L^T``
         or ``D^2``): the variance of datum i's linear predictors along the
         metric, shape (n,) for one output, (n, K, K) for K.  Dense metrics
-        cost O(n dim^2) (counted as a pass)."""
+        cost O(n dim^2) on dense rows, O(sum_i nnz_i^2) on CSR rows (pairs of
+        a row's non-zeros, :func:`_sparse_row_forms`); counted as a pass."""
         K, dext = self.glm.n_outputs, self.dext
+        if sp.issparse(self.X):
+            if kind == "dense":
+                S = _covariance_of_factor(np.asarray(factor, dtype=np.float64))
+            else:
+                S = np.asarray(factor, dtype=np.float64).ravel() ** 2
+            out = _sparse_row_forms(self.X, self.fit_intercept, S, K, self._squares(self.X))
+            self.n_grad_evals += self.n
+            return out[:, 0, 0].copy() if K == 1 else out
         out = np.empty((self.n, K, K))
         chunk = max(1, ROW_CHUNK // max(K * K, 1))
         for start in range(0, self.n, chunk):
@@ -563,8 +910,10 @@ class FitContext:
         Q : ndarray
             ``x_i^T S x_i`` per datum ((n,) or (n, K, K)), S the posterior
             (Laplace) covariance at the fit's temperature.
+
+        The mode is ``resolved.noise_center`` where one is set.
         """
-        mode = self.mode()
+        mode = self.mode() if self.resolved.noise_center is None else self.resolved.noise_center
         C = self.hessian_row_weights(mode, full=True)
         if C.ndim == 1:
             E = C * C * Q
@@ -582,8 +931,21 @@ class FitContext:
         coordinates, of a one-row estimate ``sum_i d_i (x) x_i / p_i``:
         ``lambda_max(scale^2 L^T B L)`` with ``B = sum_i E_i (x) x_i x_i^T / p_i``
         (eigenvalues of the dense matrix, or power iteration for a diagonal
-        metric, each product a counted pass)."""
+        metric, each product a counted pass).  CSR rows whose Gram is dear
+        (:meth:`_gram_is_dear`) take a Lanczos iteration on the products in
+        either metric (``B u`` a pass, ``L v`` O(dim^2)): 1.01 times its
+        largest Ritz value, an upper estimate as the power iteration's."""
         w = E * self.n if p is None else E / (p if E.ndim == 1 else p[:, None, None])
+        if self._gram_is_dear():
+            F = np.asarray(factor, dtype=np.float64)
+
+            def whitened(v):
+                u = F @ v if kind == "dense" else F * v
+                Bu = self.hessian_vector(w, u) - self.alpha * u
+                return (scale * scale) * (F.T @ Bu if kind == "dense" else F * Bu)
+            lam, n_products = _lanczos_max(whitened, self.dim, tol=self.resolved.noise_tol)
+            self.n_grad_evals += self.n * n_products
+            return 1.01 * lam
         if kind == "dense":
             B = self.weighted_gram(w)
             V = (scale * scale) * (factor.T @ B @ factor)
@@ -609,8 +971,20 @@ class FitContext:
         """``sqrt(tr(H_i S H_i))`` per datum, H_i = grad^2 U_i(theta), S the
         Laplace covariance at theta: the SGLD-CV-PS weights (closed form for a
         GLM: H_i = C_i (x) x_i x_i^T, so tr(H_i S H_i) = ||x_i||^2 tr(C_i Q_i C_i),
-        Q_i[k, m] = x_i^T S_km x_i)."""
+        Q_i[k, m] = x_i^T S_km x_i).  CSR rows: O(sum_i nnz_i^2) for a dense
+        S, one pass for the diagonal one (above ``MAX_DENSE_LAPLACE``), never
+        a densified row."""
         K, dext = self.glm.n_outputs, self.dext
+        if sp.issparse(self.X):
+            S = self._laplace_cov_or_diag(theta)
+            Q = _sparse_row_forms(self.X, self.fit_intercept, S, K, self._squares(self.X))
+            Hw = self._chunk_terms("hessian_weights", self.X, theta.reshape(K, dext), 0)
+            if Hw.ndim == 1:  # C_i = h_i I_K: tr(C Q C) = h_i^2 sum_k Q_kk
+                out = Hw ** 2 * np.einsum("ikk->i", Q)
+            else:
+                out = np.einsum("ikl,ilm,imk->i", Hw, Q, Hw)
+            self.n_grad_evals += self.n
+            return np.sqrt(np.maximum(out * self.row_norms_sq(), 0.0))
         S = self.laplace_cov(theta).reshape(K, dext, K, dext)
         Theta = theta.reshape(K, dext)
         out = np.empty(self.n)
@@ -641,8 +1015,14 @@ class FitContext:
 
     def leverages(self, theta):
         """``x_i^T S x_i`` (S the Laplace covariance; max over output blocks),
-        the posterior variance of z_i: how far residuals move under the posterior."""
+        the posterior variance of z_i: how far residuals move under the posterior.
+        CSR rows: O(sum_i nnz_i^2) for a dense S, one pass for the diagonal one
+        (above ``MAX_DENSE_LAPLACE``)."""
         K, dext = self.glm.n_outputs, self.dext
+        if sp.issparse(self.X):
+            Q = _sparse_row_forms(self.X, self.fit_intercept, self._laplace_cov_or_diag(theta), K,
+                                  self._squares(self.X))
+            return np.einsum("ikk->ik", Q).max(axis=1)
         S = self.laplace_cov(theta).reshape(K, dext, K, dext)
         out = np.zeros(self.n)
         for start in range(0, self.n, ROW_CHUNK):
@@ -688,10 +1068,9 @@ class FitContext:
         Theta = theta.reshape(K, dext)
         s1 = np.zeros((K, dext))
         s2 = np.zeros((K, dext))
-        for start in range(0, self.n, ROW_CHUNK):
-            Xc = self.X[start:start + ROW_CHUNK]
+        for start, Xc in self._blocks():
             R = self._chunk_terms("residual", Xc, Theta, start)
-            X2 = Xc.multiply(Xc) if sp.issparse(Xc) else np.square(Xc, dtype=np.float64)
+            X2 = self._squares(Xc)
             s1[:, :d] += np.asarray(Xc.T @ R).T
             s2[:, :d] += np.asarray(X2.T @ (R * R)).T
             if self.fit_intercept:
@@ -701,20 +1080,40 @@ class FitContext:
         return s1.ravel() / self.n, s2.ravel() / self.n
 
     def hessian_diag(self, theta):
-        """Diagonal of ``grad^2 U(theta)`` (prior included), shape (dim,)."""
+        """Diagonal of ``grad^2 U(theta)`` (prior included), shape (dim,): one
+        counted pass, none where the per-datum curvatures at theta are cached
+        (:meth:`hessian_row_weights` with ``full=True``)."""
         K, dext, d = self.glm.n_outputs, self.dext, self.X.shape[1]
         Theta = theta.reshape(K, dext)
+        cached = self._cache.get(("hrow", True, theta.tobytes()))
         out = np.zeros((K, dext))
-        for start in range(0, self.n, ROW_CHUNK):
-            Xc = self.X[start:start + ROW_CHUNK]
-            Hw = self._chunk_terms("hessian_weights", Xc, Theta, start)
+        for start, Xc in self._blocks():
+            if cached is None:
+                Hw = self._chunk_terms("hessian_weights", Xc, Theta, start)
+            else:
+                Hw = cached[start:start + Xc.shape[0]]
             Hw = Hw[:, None] if Hw.ndim == 1 else np.einsum("nkk->nk", Hw)  # (rows, K)
-            X2 = Xc.multiply(Xc) if sp.issparse(Xc) else np.square(Xc, dtype=np.float64)
-            out[:, :d] += np.asarray(X2.T @ Hw).T
+            out[:, :d] += np.asarray(self._squares(Xc).T @ Hw).T
             if self.fit_intercept:
                 out[:, d] += Hw.sum(axis=0)
-        self.n_grad_evals += self.n
+        if cached is None:
+            self.n_grad_evals += self.n
         return out.ravel() + self.alpha
+
+    def _squares(self, Xc):
+        """``Xc .* Xc`` (float64 for dense rows); of the whole CSR X, cached."""
+        if not sp.issparse(Xc):
+            return np.square(Xc, dtype=np.float64)
+        if Xc is not self.X:
+            return Xc.multiply(Xc).tocsr()
+        if "squares" not in self._cache:
+            X = self.X
+            if not X.has_canonical_format:   # duplicates: squares of their sums
+                X = X.copy()
+                X.sum_duplicates()
+            self._cache["squares"] = sp.csr_matrix(
+                (np.square(X.data, dtype=np.float64), X.indices, X.indptr), shape=X.shape)
+        return self._cache["squares"]
 
 
 def _pcg(matvec, b, inv_diag, n_iter, rtol):
@@ -724,18 +1123,20 @@ def _pcg(matvec, b, inv_diag, n_iter, rtol):
     r = b.copy()
     zv = inv_diag * r
     p = zv.copy()
+    tmp = np.empty_like(b)     # in place: no new dim-sized array an iteration
     rz = r @ zv
     stop = rtol * np.linalg.norm(b)
     for _ in range(n_iter):
         Ap = matvec(p)
         a = rz / (p @ Ap)
-        x += a * p
-        r -= a * Ap
+        x += np.multiply(a, p, out=tmp)
+        r -= np.multiply(a, Ap, out=tmp)
         if np.linalg.norm(r) <= stop:
             break
-        zv = inv_diag * r
+        np.multiply(inv_diag, r, out=zv)
         rz_new = r @ zv
-        p = zv + (rz_new / rz) * p
+        p *= rz_new / rz
+        p += zv
         rz = rz_new
     return x
 
