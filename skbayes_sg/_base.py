@@ -9,6 +9,7 @@ they can be trusted.
 """
 import inspect
 import numbers
+import time
 import warnings
 from abc import abstractmethod
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from ._sampling._registry import (
 from ._sampling._specs import (
     HYPERPARAMETERS, estimator_owners, hyperparameter_constraints, ineffective_settings,
     sampler_owners)
+from ._sampling._spectrum import extreme_eigenpairs, extreme_eigenvalues
 from ._sampling._runner import CHECK_EVERY, ChainPool, ChainSpec, initial_state
 
 DEFAULT_BATCH_SIZE = 100
@@ -71,8 +73,11 @@ STEP_CHECK_TOL = 1e-2
 #: variances exceeds this is warned about (automatic settings: 4%)
 STEP_ERROR_WARN = 0.25
 #: max_passes="auto": as many data passes as this many flops of per-datum
-#: gradients (about ten seconds on one core), within [1,000, 200,000]:
-#: cheap passes may be many, dear ones few
+#: gradients (about ten seconds on one core), times 2 (dim / MAX_DENSE_METRIC)^2
+#: above the dense metric's size (an effective draw there costs ~dim^(1/4)
+#: more passes, and the smallest ESS over more coordinates needs more of
+#: them: at 10^4 text features a converged fit took ~50,000 passes), within
+#: [1,000, 200,000]: cheap passes may be many, dear ones few
 AUTO_BUDGET_FLOPS = 5e9
 AUTO_BUDGET_PASSES = (1000, 200_000)
 #: initial (and largest) steps of the Metropolis-adjusted dynamics in a
@@ -81,6 +86,17 @@ MH_STEP = {"sgld": (1.0, 3.0), "sghmc-leapfrog": (0.5, np.pi / 2)}
 #: chains start at draws of the Laplace approximation with sds this much wider
 #: (overdispersed, so that split R-hat can see chains that have not converged)
 OVERDISPERSION = 2.0
+#: at most this many low-rank directions at each end of the whitened
+#: Hessian's spectrum (a step costs 4 dim k flops more)
+LOWRANK_DIRECTIONS = 32
+#: a Ritz pair joins the low-rank metric when its eigenvalue is outside
+#: [1 / LOWRANK_SPREAD, LOWRANK_SPREAD] and its residual is within
+#: LOWRANK_RESIDUAL of its distance to 1 (converged where it matters)
+LOWRANK_SPREAD = 1.5
+LOWRANK_RESIDUAL = 0.1
+#: a Metropolis-adjusted HMC trajectory in a diagonal metric lasts a quarter
+#: period of its slowest direction, at most this many of the reference's
+MAX_TRAJECTORY_FACTOR = 8.0
 #: lazy sparse steps where a minibatch touches fewer than 1/LAZY_DENSITY of the
 #: coordinates (a lazy coordinate update costs a few eager ones)
 LAZY_DENSITY = 4.0
@@ -321,8 +337,10 @@ class BaseSGMCMC(BaseEstimator):
         glm = self._make_glm(X, y_enc)
         # one BLAS thread: the chains run in threads of their own, and a
         # multithreaded BLAS on busy cores slows set-up by orders of magnitude
+        t_fit = time.perf_counter()
         with threadpool_limits(limits=1, user_api="blas"):
             self._fit(X, y_enc, glm, continuing, weights)
+        self._fit_seconds = time.perf_counter() - t_fit
         self._warn_if_unreliable()
         self._warn_if_thinned_for_memory()
         return self
@@ -519,7 +537,11 @@ class BaseSGMCMC(BaseEstimator):
         iat, predicted_error = np.nan, np.nan
         if kind != "identity" and metropolis:
             h0, h_max = MH_STEP[sampler]
-            step = h0 if step == "auto" else float(step)
+            h_start, trajectory, metric_cfg = self._metropolis_start(
+                ctx, kind, metric_cfg, sampler, h0)
+            step = h_start if step == "auto" else float(step)
+            if trajectory is not None:
+                notes["trajectory"] = trajectory
             # iterations per effective draw, for sizing the windows and the first
             # round (then measured): MALA about 4, HMC about 1.6
             iat = 4.0 if sampler == "sgld" else 1.6
@@ -551,6 +573,8 @@ class BaseSGMCMC(BaseEstimator):
         sub_config = SUBSAMPLINGS[subsampling].prepare(ctx)
         samp_config = SAMPLERS[sampler].prepare(ctx, theta0, step, friction, noise, T)
         samp_config["metropolis"] = metropolis
+        if "trajectory" in notes:
+            samp_config["trajectory"] = notes["trajectory"]
         t_dyn = samp_config.get("temperature", T)
         momentum_scale = np.sqrt(t_dyn * (samp_config.get("inv_mass", 1.0)
                                           if sampler == "uld" else 1.0))
@@ -562,6 +586,72 @@ class BaseSGMCMC(BaseEstimator):
         return FitSetup(sampler, subsampling, metric_cfg, metropolis, samp_config, sub_config,
                         ctx.batch_size, float(iat), float(predicted_error), momentum_scale,
                         notes)
+
+    def _metropolis_start(self, ctx, kind, metric_cfg, sampler, h0):
+        """``(step, trajectory, metric)``: where dual averaging starts the
+        step of a Metropolis-adjusted dynamics in a whitened metric, HMC's
+        trajectory length (None: the reference Gaussian's quarter period),
+        and the metric's config (a diagonal one may gain low-rank
+        directions).
+
+        A dense Laplace metric leaves a remainder close to zero (the split
+        integrators move the Gaussian part exactly): ``h0`` and a quarter
+        period suit every dimension.  A diagonal one leaves the
+        correlations: the whitened precision ``A = D H D / T`` has
+        eigenvalues on both sides of 1 (10^4 text features: 0.2 to 12).
+        Lanczos on Hessian-vector products (:mod:`._spectrum`, O(nnz) each,
+        no dim x dim matrix) finds its extreme eigenpairs, and
+
+        * the converged ones far from 1 (at most ``LOWRANK_DIRECTIONS`` at
+          each end) become a low-rank metric (``metric="auto"``): each
+          direction scaled by ``lambda^(-1/2)``, so that A is 1 there.  A
+          step then costs O(dim k) more, against the gradient's O(nnz);
+        * the extremes left, ``lambda_min`` and ``lambda_max``, set the step:
+          the leapfrog error of the stiffest direction grows like ``(h^2
+          lambda_max)^2`` and a trajectory's energy error sums ``dim`` such
+          terms, so the acceptance falls to zero at ``h0`` from a few
+          thousand parameters on (none accepted at 1.3 there).  The start is
+          ``h0 / sqrt(lambda_max) (MAX_DENSE_METRIC / dim)^(1/4)`` (HMC's
+          d^(-1/4) scaling), which dual averaging refines;
+        * and the trajectory: the slowest direction turns by
+          ``sqrt(lambda_min) t``, so a quarter period of it is ``(pi / 2) /
+          sqrt(lambda_min)`` (at most ``MAX_TRAJECTORY_FACTOR`` quarter
+          periods of the reference).  On the text posterior a quarter period
+          of the slowest direction cut the passes per effective draw of the
+          slowest coefficient 3.8x (228 to 60) in the diagonal metric.
+        """
+        if kind != "diagonal":
+            return h0, None, metric_cfg
+        T = float(self.temperature)
+        D = np.asarray(metric_cfg["factor"], dtype=np.float64)
+        weights = ctx.hessian_row_weights(ctx.mode(), full=True)
+
+        def whitened_hessian(v):
+            ctx.n_grad_evals += ctx.n
+            return D * ctx.hessian_vector(weights, D * v) / T
+
+        lowrank = self.metric == "auto"
+        if lowrank:
+            values, vectors, residuals = extreme_eigenpairs(whitened_hessian, ctx.dim)
+            # k directions cost 4 dim k flops a step: at most about the
+            # gradient's 2 nnz (and at least 8)
+            nnz = ctx.X.nnz if hasattr(ctx.X, "nnz") else ctx.X.size
+            max_rank = max(8, int(2 * nnz * ctx.glm.n_outputs / (4 * ctx.dim)))
+            chosen = _lowrank_directions(values, residuals, max_rank)
+            rest = np.delete(values, chosen)
+            lam_min = float(rest.min()) if rest.size else 1.0
+            lam_max = float(rest.max()) if rest.size else 1.0
+            if chosen.size:
+                metric_cfg = dict(metric_cfg, kind="lowrank", basis=vectors[chosen],
+                                  basis_scale=1.0 / np.sqrt(values[chosen]))
+        else:
+            lam_min, lam_max = extreme_eigenvalues(whitened_hessian, ctx.dim)
+        shrink = min(1.0, (MAX_DENSE_METRIC / ctx.dim) ** 0.25) / np.sqrt(max(lam_max, 1.0))
+        trajectory = None
+        if sampler == "sghmc-leapfrog" and self.n_leapfrog == "auto":
+            turn = 1.0 / np.sqrt(min(max(lam_min, 1e-12), 1.0))
+            trajectory = 0.5 * np.pi * min(turn, MAX_TRAJECTORY_FACTOR)
+        return float(h0 * min(shrink, 1.0)), trajectory, metric_cfg
 
     def _identity_step_error(self, ctx, setup, pool):
         """The predicted variance error of a hand-set step of Euler SGLD or
@@ -683,7 +773,7 @@ class BaseSGMCMC(BaseEstimator):
             F = np.asarray(setup.metric["factor"])
             center, sd = np.asarray(setup.metric["center"]), np.sqrt(np.einsum("ij,ij->i", F, F))
             out["max_abs_z"] = max(widen * DIVERGENCE_Z, 2.0 * z0)
-        elif kind == "diagonal":
+        elif kind in ("diagonal", "lowrank"):
             out["max_abs_z"] = max(DIVERGENCE_Z_DIAGONAL, 2.0 * z0)
             return out
         elif ctx.has_mode():
@@ -930,7 +1020,10 @@ class BaseSGMCMC(BaseEstimator):
             n_warmup = 1000 if not setup.metropolis else 150
         max_passes = self.max_passes
         if max_passes == "auto":
-            max_passes = float(np.clip(AUTO_BUDGET_FLOPS / (ctx.n * self._row_flops(ctx)),
+            # more parameters mix slower in a diagonal metric and need more
+            # effective draws: the budget grows with them past the dense metric
+            flops = AUTO_BUDGET_FLOPS * 2.0 * max(1.0, ctx.dim / MAX_DENSE_METRIC) ** 2
+            max_passes = float(np.clip(flops / (ctx.n * self._row_flops(ctx)),
                                        *AUTO_BUDGET_PASSES))
         self.max_passes_ = max_passes
         return _schedule.Plan(
@@ -940,7 +1033,10 @@ class BaseSGMCMC(BaseEstimator):
             adapt_step=adapt_step and not continuing,
             target_accept=_schedule.MH_TARGET_ACCEPT.get(setup.sampler, 0.8),
             max_step=setup.notes.get("max_step", np.inf),
-            adapt_metric=metric.whitened and not continuing,
+            # a low-rank metric comes from the Hessian's extreme directions
+            # at set-up; its warm-up adapts the step only (a window of draws
+            # at 10^4 parameters would cost more than it could correct)
+            adapt_metric=metric.whitened and metric.kind != "lowrank" and not continuing,
             momentum_scale=setup.momentum_scale, setup_evals=ctx.n_grad_evals,
             draws_dtype=resolve_dtype(self.draws_dtype, ctx.dim),
             max_draws_bytes=resolve_budget(self.draws_memory_limit))
@@ -966,6 +1062,9 @@ class BaseSGMCMC(BaseEstimator):
         n_kept = draws.shape[1]
         self._store_draws(draws.reshape(self.n_chains, n_kept, K, dext), ctx, outcome.moments)
         self._storage_stride = int(outcome.storage_stride)
+        self.n_distinct_draws_ = (np.asarray(outcome.distinct, dtype=np.int64)
+                                  if outcome.distinct is not None
+                                  else np.full(self.n_chains, n_kept, dtype=np.int64))
         self.ess_ = np.asarray(outcome.ess, dtype=np.float64)
         self.rhat_ = np.asarray(outcome.rhat, dtype=np.float64)
         self.target_ess_ = float(plan.target_ess)
@@ -1028,6 +1127,7 @@ class BaseSGMCMC(BaseEstimator):
         if ctx.resolved.pilot_q95 is not None:
             self.pv_threshold_ = ctx.resolved.pilot_q95
         self._warmup_log = outcome.log
+        self._sampling_cost = (outcome.sampling_evals / ctx.n, outcome.sampling_seconds)
 
     def _warn_if_unreliable(self):
         """A ``ConvergenceWarning`` naming what to change when the draws fall
@@ -1040,6 +1140,12 @@ class BaseSGMCMC(BaseEstimator):
             else MIN_ESS_PER_CHAIN * self.n_chains
         _, names, _ = _parameter_reader(self)   # the labels only: no copy of the draws
         messages = []
+        stuck = self._stuck_chains_message()
+        if stuck:
+            # draws that did not move are no posterior draws: say that first,
+            # and not "worth N independent ones"
+            warnings.warn(stuck, MCMCConvergenceWarning, stacklevel=3)
+            return
         if not np.any(np.isfinite(ess)):
             messages.append(
                 f"{self.n_samples_} draws per chain are too few to estimate the effective "
@@ -1061,7 +1167,7 @@ class BaseSGMCMC(BaseEstimator):
                         limit.append(f"max_time={self.max_time:g}")
                     messages.append(
                         head + ": the budget ran out. Raise " + " or ".join(limit or ["the budget"])
-                        + ".")
+                        + "." + self._converged_cost_message(min_ess, target))
                 else:
                     need = int(np.ceil(self.n_samples_ * target / max(min_ess, 1.0)))
                     messages.append(
@@ -1080,6 +1186,47 @@ class BaseSGMCMC(BaseEstimator):
         messages.extend(self._step_error_message())
         if messages:
             warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=3)
+
+    def _stuck_chains_message(self):
+        """The warning for chains whose kept draws mostly repeat one state
+        (a Metropolis chain that rejects nearly every proposal), or ""."""
+        distinct = getattr(self, "n_distinct_draws_", None)
+        if distinct is None or self.n_samples_ < 2:
+            return ""
+        share = (distinct - 1) / max(self.n_samples_ - 1, 1)
+        bad = np.flatnonzero(share < _schedule.MIN_MOVED_SHARE)
+        if not bad.size:
+            return ""
+        which = ", ".join(str(int(c)) for c in bad)
+        accept = getattr(self, "acceptance_rate_", np.nan)
+        why = (f" (Metropolis acceptance rate {accept:.3f} at step_size_={self.step_size_:.3g})"
+               if np.isfinite(accept) else "")
+        if self.step_size == "auto" and np.isfinite(accept):
+            fix = (f"The step adaptation did not find a step the proposals pass within the "
+                   f"budget: raise max_passes (the warm-up adapts the step within it), or pass "
+                   f"step_size={self.step_size_ / 10:.3g}")
+        else:
+            fix = f"Pass a smaller step_size (e.g. {self.step_size_ / 10:.3g}), or leave it 'auto'"
+        return (f"The fit failed: chain(s) {which} did not move (chain "
+                f"{int(bad[0])}'s {self.n_samples_} kept draws are {int(distinct[bad[0]])} "
+                f"distinct states{why}). These draws are not samples of the posterior, and "
+                f"no effective sample size is counted for the repeats (ess_ is at most "
+                f"{int(distinct.sum())}). {fix}.")
+
+    def _converged_cost_message(self, min_ess, target):
+        """" A converged fit would need about ...": the passes and seconds
+        spent before sampling, plus the sampling rounds' scaled by the
+        effective draws still missing (their pace measured in this fit)."""
+        passes, seconds = getattr(self, "_sampling_cost", (0.0, 0.0))
+        if not (min_ess > 0 and np.isfinite(min_ess) and passes > 0):
+            return ""
+        factor = target / min_ess
+        total_seconds = getattr(self, "_fit_seconds", None) or self.sampling_time_
+        need_passes = self.n_passes_ + passes * (factor - 1.0)
+        need_seconds = total_seconds + seconds * (factor - 1.0)
+        return (f" At this fit's pace a converged one would need about "
+                f"{need_passes:,.0f} data passes (max_passes={need_passes * 1.2:.3g}), "
+                f"about {_duration(need_seconds)}.")
 
     def _step_error_message(self):
         """A user-set step (or batch) whose predicted error is large: the draws
@@ -1274,3 +1421,25 @@ class BaseSGMCMC(BaseEstimator):
         tags.input_tags.sparse = True
         return tags
 
+
+def _duration(seconds):
+    """A duration in words: "40 s", "12 min", "3.5 h"."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _lowrank_directions(values, residuals, max_rank=2 * LOWRANK_DIRECTIONS):
+    """Indices of the Ritz pairs a low-rank metric corrects: converged
+    (residual within ``LOWRANK_RESIDUAL`` of ``|lambda - 1|``), outside
+    ``[1 / LOWRANK_SPREAD, LOWRANK_SPREAD]``, at most
+    ``LOWRANK_DIRECTIONS`` at each end and ``max_rank`` in all, the
+    farthest from 1 in log scale first."""
+    ok = residuals <= LOWRANK_RESIDUAL * np.abs(values - 1.0)
+    low = np.flatnonzero(ok & (values < 1.0 / LOWRANK_SPREAD))[:LOWRANK_DIRECTIONS]
+    high = np.flatnonzero(ok & (values > LOWRANK_SPREAD))[::-1][:LOWRANK_DIRECTIONS]
+    both = np.concatenate([low, high])
+    both = both[np.argsort(-np.abs(np.log(values[both])), kind="stable")][:max_rank]
+    return np.sort(both)

@@ -25,6 +25,8 @@ from numpy.random.c_distributions cimport random_standard_normal_fill, random_st
 cdef double DA_GAMMA = 0.05
 cdef double DA_T0 = 10.0
 cdef double DA_KAPPA = 0.75
+# updates after which the dual-averaging average is trusted as the final step
+cdef int DA_SETTLED = 20
 # trajectories drawn from a length are cut at this many leapfrog steps (a step
 # far below the posterior's scale would otherwise cost without bound; NUTS
 # caps its trees the same way)
@@ -149,9 +151,19 @@ cdef class Dynamics:
         self.da_log_hbar = 0.0
 
     def finish_adaptation(self):
-        """Stop adapting; h becomes the dual-averaging average. Returns h."""
+        """Stop adapting; h becomes the dual-averaging average. Returns h.
+
+        After fewer than ``DA_SETTLED`` updates (a warm-up cut short by its
+        budget) the average still leans on the first iterates, which swing
+        up to ``10 h0``: h is then the smaller of the average and the last
+        iterate (a step too large rejects every proposal; one too small
+        still moves)."""
+        cdef double log_h
         if self.adapting and self.da_t > 0:
-            self.set_step(min(exp(self.da_log_hbar), self.max_step))
+            log_h = self.da_log_hbar
+            if self.da_t < DA_SETTLED and self.da_log_h < log_h:
+                log_h = self.da_log_h
+            self.set_step(min(exp(log_h), self.max_step))
         self.adapting = False
         return self.step_size
 

@@ -12,6 +12,7 @@ cdef enum MetricKind:
     METRIC_IDENTITY = 0    # theta = z
     METRIC_DIAGONAL = 1    # theta = center + D z
     METRIC_DENSE = 2       # theta = center + L z, L upper-triangular
+    METRIC_LOWRANK = 3     # theta = center + D (I + U^T (S - I) U) z, U (k, dim) orthonormal rows
 
 
 cdef class Metric:
@@ -22,6 +23,12 @@ cdef class Metric:
     cdef double[::1] center
     cdef double[::1] diag             # DIAGONAL: D
     cdef double[:, ::1] factor        # DENSE: L (row-major, upper-triangular)
+    cdef double[:, ::1] basis         # LOWRANK: U, k orthonormal directions (rows)
+    cdef double[::1] basis_shift      # LOWRANK: s - 1, the directions' scales less one
+    cdef double[::1] work             # LOWRANK: k values of scratch (one chain a metric)
+    cdef int rank                     # LOWRANK: k
+
+    cdef void _lowrank_apply(self, double* v) noexcept nogil
 
     cdef void to_theta(self, const double* z, double* theta) noexcept nogil
     cdef void grad_to_z(self, double* g) noexcept nogil

@@ -9,10 +9,10 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from libc.string cimport memcpy
-from scipy.linalg.cython_blas cimport dtrmv
+from scipy.linalg.cython_blas cimport dgemv, dtrmv
 
 METRIC_KINDS = {"identity": METRIC_IDENTITY, "diagonal": METRIC_DIAGONAL,
-                "dense": METRIC_DENSE}
+                "dense": METRIC_DENSE, "lowrank": METRIC_LOWRANK}
 _KIND_NAMES = {v: k for k, v in METRIC_KINDS.items()}
 
 
@@ -23,12 +23,13 @@ cdef class Metric:
     ----------
     dim : int
         Number of parameters.
-    kind : {"identity", "diagonal", "dense"}
+    kind : {"identity", "diagonal", "dense", "lowrank"}
     center : ndarray of shape (dim,) or None
         ``theta`` at ``z = 0`` (the mode); zeros for the identity.
     factor : ndarray or None
-        ``D`` (shape (dim,)) for a diagonal metric, ``L`` (shape (dim, dim),
-        upper-triangular, ``L L^T`` the metric's covariance) for a dense one.
+        ``D`` (shape (dim,)) for a diagonal or low-rank metric, ``L`` (shape
+        (dim, dim), upper-triangular, ``L L^T`` the metric's covariance) for a
+        dense one.
     scale : float, default=1.0
         The oracle's gradients (and potentials) are multiplied by it: the
         whitened metrics sample ``exp(-U/T)`` as ``exp(-scale U)`` with
@@ -38,10 +39,19 @@ cdef class Metric:
         in ``z`` (1 for a Laplace metric, 0 for the identity).  Dynamics
         integrate ``kappa z / 2 ||z||^2`` exactly and discretise only the
         remainder ``g_z - kappa z``.
+    basis, basis_scale : ndarray of shape (k, dim) and (k,), optional
+        A low-rank metric's directions ``U`` (orthonormal rows, in the
+        diagonal metric's coordinates) and their scales ``s > 0``:
+        ``theta = center + D (I + U^T (diag(s) - I) U) z``, a covariance
+        ``D (I + U^T (diag(s^2) - I) U) D``.  The diagonal metric whitens each
+        coordinate; the k directions correct the correlations it leaves
+        (the extreme eigenvectors of the whitened Hessian, ``s`` their
+        eigenvalues' inverse square roots).  A step costs O(dim k).
     """
 
     def __init__(self, Py_ssize_t dim, str kind="identity", center=None, factor=None,
-                 double scale=1.0, double reference_precision=0.0):
+                 double scale=1.0, double reference_precision=0.0, basis=None,
+                 basis_scale=None):
         if kind not in METRIC_KINDS:
             raise ValueError("unknown metric kind %r" % kind)
         self.dim = dim
@@ -52,11 +62,26 @@ cdef class Metric:
                        else np.array(center, dtype=np.float64).reshape(-1))
         self.diag = np.ones(1)
         self.factor = np.zeros((1, 1))
-        if self.kind == METRIC_DIAGONAL:
+        self.basis = np.zeros((1, 1))
+        self.basis_shift = np.zeros(1)
+        self.work = np.zeros(1)
+        self.rank = 0
+        if self.kind == METRIC_DIAGONAL or self.kind == METRIC_LOWRANK:
             D = np.array(factor, dtype=np.float64).reshape(-1)
             if D.shape != (dim,) or not np.all(D > 0):
                 raise ValueError("a diagonal metric needs dim positive scales")
             self.diag = D
+        if self.kind == METRIC_LOWRANK:
+            U = np.ascontiguousarray(basis, dtype=np.float64)
+            S = np.array(basis_scale, dtype=np.float64).reshape(-1)
+            if U.ndim != 2 or U.shape[1] != dim or S.shape != (U.shape[0],) or U.shape[0] < 1:
+                raise ValueError("a low-rank metric needs a (k, dim) basis and k scales")
+            if not np.all(S > 0):
+                raise ValueError("a low-rank metric's scales must be positive")
+            self.basis = U
+            self.basis_shift = S - 1.0
+            self.rank = <int> U.shape[0]
+            self.work = np.zeros(self.rank)
         elif self.kind == METRIC_DENSE:
             F = np.ascontiguousarray(np.triu(np.asarray(factor, dtype=np.float64)))
             if F.shape != (dim, dim) or not np.all(np.diag(F) > 0):
@@ -66,6 +91,17 @@ cdef class Metric:
         if self.kind != METRIC_IDENTITY and self.center.shape[0] != dim:
             raise ValueError("center must have dim values")
 
+    cdef void _lowrank_apply(self, double* v) noexcept nogil:
+        """``v <- (I + U^T (S - I) U) v`` in place (two BLAS dgemv, O(dim k)).
+        The C-order (k, dim) U is, for Fortran BLAS, the (dim, k) ``U^T``."""
+        cdef int n = <int> self.dim, k = self.rank, inc = 1
+        cdef double one = 1.0, zero = 0.0
+        cdef intp i
+        dgemv(b"T", &n, &k, &one, &self.basis[0, 0], &n, v, &inc, &zero, &self.work[0], &inc)
+        for i in range(k):
+            self.work[i] *= self.basis_shift[i]
+        dgemv(b"N", &n, &k, &one, &self.basis[0, 0], &n, &self.work[0], &inc, &one, v, &inc)
+
     cdef void to_theta(self, const double* z, double* theta) noexcept nogil:
         cdef intp j
         cdef int n = <int> self.dim, inc = 1
@@ -74,6 +110,11 @@ cdef class Metric:
         elif self.kind == METRIC_DIAGONAL:
             for j in range(self.dim):
                 theta[j] = self.center[j] + self.diag[j] * z[j]
+        elif self.kind == METRIC_LOWRANK:
+            memcpy(theta, z, self.dim * sizeof(double))
+            self._lowrank_apply(theta)
+            for j in range(self.dim):
+                theta[j] = self.center[j] + self.diag[j] * theta[j]
         else:
             memcpy(theta, z, self.dim * sizeof(double))
             dtrmv(b"L", b"T", b"N", &n, &self.factor[0, 0], &n, theta, &inc)
@@ -86,6 +127,10 @@ cdef class Metric:
         if self.kind == METRIC_DIAGONAL:
             for j in range(self.dim):
                 g[j] *= self.diag[j] * self.scale
+        elif self.kind == METRIC_LOWRANK:
+            for j in range(self.dim):
+                g[j] *= self.diag[j] * self.scale
+            self._lowrank_apply(g)
         elif self.kind == METRIC_DENSE:
             dtrmv(b"L", b"N", b"N", &n, &self.factor[0, 0], &n, g, &inc)
             if self.scale != 1.0:
@@ -120,7 +165,15 @@ cdef class Metric:
             return z.copy()
         if self.kind == METRIC_DIAGONAL:
             return np.asarray(self.center) + z * np.asarray(self.diag)
+        if self.kind == METRIC_LOWRANK:
+            return np.asarray(self.center) + self._py_lowrank(z, 1.0) * np.asarray(self.diag)
         return np.asarray(self.center) + z @ np.asarray(self.factor).T
+
+    def _py_lowrank(self, v, double power):
+        """``(I + U^T (S^power - I) U) v`` for rows v (numpy twin)."""
+        U = np.asarray(self.basis)
+        shift = (np.asarray(self.basis_shift) + 1.0) ** power - 1.0
+        return v + ((v @ U.T) * shift) @ U
 
     def py_to_z(self, theta):
         """Inverse of :meth:`py_to_theta`."""
@@ -130,6 +183,8 @@ cdef class Metric:
         d = theta - np.asarray(self.center)
         if self.kind == METRIC_DIAGONAL:
             return d / np.asarray(self.diag)
+        if self.kind == METRIC_LOWRANK:
+            return self._py_lowrank(d / np.asarray(self.diag), -1.0)
         return solve_triangular(np.asarray(self.factor), d.T, lower=False).T
 
     def py_grad_to_z(self, g):
@@ -155,23 +210,30 @@ cdef class Metric:
             return np.eye(self.dim)
         if self.kind == METRIC_DIAGONAL:
             return np.diag(np.asarray(self.diag) ** 2)
+        if self.kind == METRIC_LOWRANK:
+            L = np.asarray(self.diag)[:, None] * self._py_lowrank(np.eye(self.dim), 1.0)
+            return L @ L.T
         F = np.asarray(self.factor)
         return F @ F.T
 
     def get_config(self):
         """Arrays and numbers that rebuild this metric (picklable)."""
-        return {"dim": int(self.dim), "kind": _KIND_NAMES[self.kind],
-                "center": np.array(self.center) if self.kind != METRIC_IDENTITY else None,
-                "factor": (np.array(self.diag) if self.kind == METRIC_DIAGONAL else
-                           np.array(self.factor) if self.kind == METRIC_DENSE else None),
-                "scale": float(self.scale),
-                "reference_precision": float(self.reference_precision)}
+        cfg = {"dim": int(self.dim), "kind": _KIND_NAMES[self.kind],
+               "center": np.array(self.center) if self.kind != METRIC_IDENTITY else None,
+               "factor": (np.array(self.diag) if self.kind in (METRIC_DIAGONAL, METRIC_LOWRANK)
+                          else np.array(self.factor) if self.kind == METRIC_DENSE else None),
+               "scale": float(self.scale),
+               "reference_precision": float(self.reference_precision)}
+        if self.kind == METRIC_LOWRANK:
+            cfg["basis"] = np.array(self.basis)
+            cfg["basis_scale"] = np.asarray(self.basis_shift) + 1.0
+        return cfg
 
     @classmethod
     def from_config(cls, cfg):
         """Rebuild from :meth:`get_config` output."""
         return cls(cfg["dim"], cfg["kind"], cfg["center"], cfg["factor"], cfg["scale"],
-                   cfg["reference_precision"])
+                   cfg["reference_precision"], cfg.get("basis"), cfg.get("basis_scale"))
 
     def __reduce__(self):
         return (_metric_from_config, (self.get_config(),))

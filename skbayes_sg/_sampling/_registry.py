@@ -500,7 +500,9 @@ def _prepare_leapfrog(ctx, theta0, step_size, friction, noise, temperature):
 
 def _build_leapfrog(dim, cfg, state, generator):
     kappa = cfg["reference_precision"]
-    trajectory = np.pi / (2.0 * np.sqrt(kappa)) if kappa > 0 else 1.0
+    # a diagonal metric's set-up may lengthen it to its slowest direction's
+    trajectory = cfg.get("trajectory",
+                         np.pi / (2.0 * np.sqrt(kappa)) if kappa > 0 else 1.0)
     dyn = _dynamics.SGHMCLeapfrog(dim, cfg["step_size"], cfg["temperature"],
                                   n_leapfrog=cfg["n_leapfrog"], reference_precision=kappa,
                                   metropolis=cfg.get("metropolis", False),

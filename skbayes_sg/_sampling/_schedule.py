@@ -58,6 +58,13 @@ WINDOW_BYTES = 256 << 20
 MIN_DRAWS = 10
 # halvings of an automatic step after a divergence
 MAX_RETUNES = 4
+# a warm-up whose last step-adaptation window accepted less than this share of
+# the target acceptance adapts again from a quarter of the step, at most
+# MAX_READAPT times (dual averaging can end on a step no proposal passes)
+MH_MIN_ACCEPT_SHARE = 0.5
+MAX_READAPT = 3
+# steps a budget-cut warm-up window keeps at least
+MIN_WARMUP_WINDOW = 10
 
 
 def auto_target_ess(dim):
@@ -107,6 +114,9 @@ class Outcome:
     batch_sizes: object = None
     log: list = field(default_factory=list)
     moments: tuple = None         # (mean, variance) per parameter over every draw made
+    distinct: object = None       # per chain, the distinct states among its kept draws
+    sampling_evals: int = 0       # gradient evaluations of the sampling rounds (all chains)
+    sampling_seconds: float = 0.0
     storage_stride: int = 1       # the store kept every storage_stride-th draw (memory budget)
 
 
@@ -121,10 +131,50 @@ class ChainsDiverged(Exception):
 
 def diagnostics(draws, n_jobs=None):
     """Bulk ESS and split R-hat per parameter of (n_chains, n_draws, dim)
-    draws (``n_jobs`` threads over blocks of parameters: the fit's)."""
+    draws (``n_jobs`` threads over blocks of parameters: the fit's).
+
+    A chain that stays put (a Metropolis chain rejecting nearly every
+    proposal: it moved at fewer than ``MIN_MOVED_SHARE`` of its kept draws,
+    :func:`distinct_states`) counts its distinct states, not its draws: no
+    ESS exceeds the other chains' draws plus those states.  Repeated draws
+    are worth one, however their ranks and autocorrelations look (4 chains
+    stuck at 4 points were reported as 10 effective draws).  Chains that
+    move are left to the estimator (its autocorrelations account for the
+    rejections, and an antithetic chain may exceed its draws)."""
     # lazy: the diagnostics package imports the estimators
     from ..diagnostics._convergence import bulk_ess_and_rhat
-    return bulk_ess_and_rhat(draws, n_jobs)
+    ess, rhat = bulk_ess_and_rhat(draws, n_jobs)
+    distinct = distinct_states(draws)
+    n = draws.shape[1]
+    stuck = distinct - 1 < MIN_MOVED_SHARE * max(n - 1, 1)
+    if n > 1 and stuck.any():
+        ess = np.minimum(ess, float(np.where(stuck, distinct, n).sum()))
+    return ess, rhat
+
+
+#: a chain whose kept draws differ from the one before in fewer than this
+#: share of draws did not move: the fit failed (Metropolis-adjusted HMC at
+#: its target accepts ~75%, and thinning only raises the share)
+MIN_MOVED_SHARE = 0.05
+#: draws compared at a time by :func:`distinct_states` (bounded scratch)
+DISTINCT_BLOCK = 1 << 22
+
+
+def distinct_states(draws):
+    """Per chain, the number of kept draws that differ from the draw before
+    them, plus one (the first): ``(n_chains,)`` ints.  A chain that moves
+    at every kept draw has as many states as draws; one that never moved
+    has one."""
+    draws = np.asarray(draws)
+    m, N, dim = draws.shape
+    if N == 0:
+        return np.zeros(m, dtype=np.int64)
+    moved = np.zeros((m, max(N - 1, 0)), dtype=bool)
+    rows = max(1, DISTINCT_BLOCK // max(m * dim, 1))
+    for lo in range(1, N, rows):
+        hi = min(lo + rows, N)
+        moved[:, lo - 1:hi - 1] = np.any(draws[:, lo:hi] != draws[:, lo - 1:hi - 1], axis=2)
+    return 1 + moved.sum(axis=1)
 
 
 def _passes(pool, plan):
@@ -162,6 +212,7 @@ def run(pool, plan, continuing=False):
             out.log.append(("diverged: step halved", exc.phase, step))
             pool.set_step(step, plan.momentum_scale)
     out.draws = store.draws()
+    out.distinct = distinct_states(out.draws)
     out.moments = store.moments()
     out.storage_stride = store.stride
     out.batch_sizes = sizes
@@ -203,12 +254,14 @@ def _warm_up(pool, plan, out, continuing):
         return 0
     adapt_start = ({"start": plan.target_accept, "max_step": plan.max_step}
                    if plan.adapt_step else None)
+    # the first window is cut to the budget too (a trajectory at a step far
+    # too small costs up to MAX_LEAPFROG gradients: at 10^4 parameters it
+    # spent the whole budget): its first steps measure a step's cost
+    first = _first_window(pool, plan, first, adapt_start,
+                          finish=metric_window == 0 and plan.adapt_step)
     if metric_window == 0:
-        adapt = dict(adapt_start or {}, finish=True) if plan.adapt_step else None
-        _check(pool.advance(first, keep=False, adapt=adapt, phase="warm-up"), "warm-up")
         out.log.append(("warm-up", first))
-        return first
-    _check(pool.advance(first, keep=False, adapt=adapt_start, phase="warm-up"), "warm-up")
+        return first + _readapt_step(pool, plan, out)
     # metric windows, as Stan's: each that changes the metric is followed by
     # one twice as long, measured in the corrected metric (a short window sees
     # only the largest mismatches, and its eigenvectors are noisy); the first
@@ -245,9 +298,65 @@ def _warm_up(pool, plan, out, continuing):
     if last:
         adapt = None
         if plan.adapt_step:
-            adapt = {"start": plan.target_accept, "max_step": plan.max_step, "finish": True}
+            # dual averaging starts again in a changed metric; otherwise (or
+            # in a window the budget cut short, where a restart's first
+            # iterates, up to 10x the step, would be the final step) it goes on
+            adapt = ({"start": plan.target_accept, "max_step": plan.max_step, "finish": True}
+                     if changed and last >= MIN_WARMUP_WINDOW else {"finish": True})
         _check(pool.advance(last, keep=False, adapt=adapt, phase="warm-up"), "warm-up")
-    return total
+    return total + (_readapt_step(pool, plan, out) if plan.adapt_step else 0)
+
+
+def _first_window(pool, plan, first, adapt_start, finish=False):
+    """Run the first warm-up window (dual averaging started when
+    ``adapt_start``, and ended after it when ``finish``); returns its
+    length.  Eager chains run its first
+    ``MIN_WARMUP_WINDOW`` steps, then the rest cut to half of what the
+    budget has left at the cost those steps measured (an eager chain's draws
+    do not depend on how its steps are split; a lazy chain's kernel is
+    seeded per call, so it runs the window whole)."""
+    end = {"finish": True} if finish else {}
+    head = first if pool.spec.lazy else min(first, MIN_WARMUP_WINDOW)
+    rest = 0
+    if first > head:
+        _check(pool.advance(head, keep=False, adapt=adapt_start, phase="warm-up"), "warm-up")
+        rest = _warmup_cap(pool, plan, first - head)
+        if rest:
+            _check(pool.advance(rest, keep=False, adapt=end or None, phase="warm-up"),
+                   "warm-up")
+        elif end:   # the budget is spent: end the adaptation where it is
+            _check(pool.advance(1, keep=False, adapt=end, phase="warm-up"), "warm-up")
+            rest = 1
+    else:
+        _check(pool.advance(head, keep=False, adapt=dict(adapt_start or {}, **end) or None,
+                            phase="warm-up"), "warm-up")
+    return head + rest
+
+
+def _readapt_step(pool, plan, out):
+    """Steps spent adapting the step again when the last adaptation window
+    of a Metropolis dynamics accepted less than ``MH_MIN_ACCEPT_SHARE`` of
+    its target: from a quarter of the smallest chain's step, one first
+    window at a time (within the budget), at most ``MAX_READAPT`` times.
+    A warm-up must not hand the sampling rounds a step at which nothing is
+    accepted (the chains would not move)."""
+    if not plan.adapt_step:
+        return 0
+    spent = 0
+    for _ in range(MAX_READAPT):
+        accept = float(np.nanmean([r.accept_rate for r in pool.results]))
+        if not accept < MH_MIN_ACCEPT_SHARE * plan.target_accept:   # NaN: none proposed
+            break
+        step = 0.25 * min(r.step_size for r in pool.results)
+        n = _warmup_cap(pool, plan, MH_FIRST_WINDOW)
+        if n < MIN_WARMUP_WINDOW:
+            break
+        pool.set_step(step, plan.momentum_scale)
+        adapt = {"start": plan.target_accept, "max_step": plan.max_step, "finish": True}
+        _check(pool.advance(n, keep=False, adapt=adapt, phase="warm-up"), "warm-up")
+        out.log.append(("warm-up: step adapted again", accept, step, n))
+        spent += n
+    return spent
 
 
 def _window_thin(pool, plan, window):
@@ -407,8 +516,16 @@ def _sample(pool, plan, out):
     def batch_sizes():
         return np.concatenate(sizes, axis=1) if sizes else None
 
+    evals0, steps0 = pool.n_grad_evals, pool.n_steps
+    t0 = time.perf_counter()
+
+    def account():
+        out.sampling_evals += pool.n_grad_evals - evals0
+        out.sampling_seconds += time.perf_counter() - t0
+
     if fixed:
         advance(int(plan.n_samples) * thin)
+        account()
         out.ess, out.rhat = diagnostics(store.draws(), pool.n_jobs)
         return store, batch_sizes()
 
@@ -419,8 +536,6 @@ def _sample(pool, plan, out):
     # ones at it, from the effective draws per step measured so far
     steps = max(100, int(np.ceil(FIRST_ROUND * target * max(plan.iat, 1.0) / m)))
     steps = int(np.ceil(steps / thin) * thin)
-    evals0, steps0 = pool.n_grad_evals, pool.n_steps
-    t0 = time.perf_counter()
     for round_ in range(MAX_ROUNDS):
         affordable = _affordable(pool, plan, steps, evals0, steps0, t0)
         if affordable < steps:
@@ -451,6 +566,7 @@ def _sample(pool, plan, out):
         steps = int(np.ceil(max(more, 0.25 * kept, 25) * thin))
     else:
         out.budget_exhausted = True
+    account()
     return store, batch_sizes()
 
 
