@@ -74,11 +74,14 @@ STEP_CHECK_TOL = 1e-2
 STEP_ERROR_WARN = 0.25
 #: max_passes="auto": as many data passes as this many flops of per-datum
 #: gradients (about ten seconds on one core), times 2 (dim / MAX_DENSE_METRIC)^2
-#: above the dense metric's size (an effective draw there costs ~dim^(1/4)
-#: more passes, and the smallest ESS over more coordinates needs more of
-#: them: at 10^4 text features a converged fit took ~50,000 passes), within
-#: [1,000, 200,000]: cheap passes may be many, dear ones few
+#: above the dense metric's size, at most AUTO_BUDGET_GROWTH times (an
+#: effective draw there costs ~dim^(1/4) more passes, and the smallest ESS over
+#: more coordinates needs more of them: at 10^4 text features a converged fit
+#: took ~60,000 passes; past 10^4 parameters a default fit stops within a few
+#: minutes and says what converging would take), within [1,000, 200,000]:
+#: cheap passes may be many, dear ones few
 AUTO_BUDGET_FLOPS = 5e9
+AUTO_BUDGET_GROWTH = 50.0
 AUTO_BUDGET_PASSES = (1000, 200_000)
 #: initial (and largest) steps of the Metropolis-adjusted dynamics in a
 #: whitened metric; dual averaging adapts them during warm-up
@@ -1022,7 +1025,8 @@ class BaseSGMCMC(BaseEstimator):
         if max_passes == "auto":
             # more parameters mix slower in a diagonal metric and need more
             # effective draws: the budget grows with them past the dense metric
-            flops = AUTO_BUDGET_FLOPS * 2.0 * max(1.0, ctx.dim / MAX_DENSE_METRIC) ** 2
+            growth = min(2.0 * max(1.0, ctx.dim / MAX_DENSE_METRIC) ** 2, AUTO_BUDGET_GROWTH)
+            flops = AUTO_BUDGET_FLOPS * growth
             max_passes = float(np.clip(flops / (ctx.n * self._row_flops(ctx)),
                                        *AUTO_BUDGET_PASSES))
         self.max_passes_ = max_passes

@@ -556,9 +556,15 @@ def _sample(pool, plan, out):
         if min_ess >= target and max_rhat <= RHAT_TARGET:
             out.budget_exhausted = False
             break
-        if out.budget_exhausted:
-            break
         kept = int(store.seen.min())      # draws made (the store may hold fewer)
+        if out.budget_exhausted:
+            # the first round's cut used the warm-up's cost a step (dual
+            # averaging's small early steps make long trajectories): with the
+            # sampling rounds' own cost the budget may hold more
+            left = _affordable(pool, plan, 1 << 62, evals0, steps0, t0)
+            if left < max(thin, 0.1 * kept * thin):
+                break
+            out.budget_exhausted = False
         if min_ess < target:
             more = kept * (target / max(min_ess, 1.0) - 1.0) * 1.1
         else:  # enough draws but the chains still disagree

@@ -54,7 +54,10 @@ _DOC_PARAMS = """
         factor), in which the posterior is close to N(0, I); ``"diagonal"``:
         ``L = diag(sqrt(T / H_jj))``; ``"identity"``: ``theta = z`` (the
         classical samplers).  ``"auto"`` is dense up to 2,000 parameters and
-        diagonal above, and the identity for ``"psgld"``.  During warm-up the
+        diagonal above (with exact gradients and a Metropolis correction,
+        diagonal plus the whitened Hessian's extreme eigendirections:
+        ``metric_ == "lowrank"``, O(dim k) a step), and the identity for
+        ``"psgld"``.  During warm-up the
         metric is corrected in the directions where the chains' own draws
         disagree with it (``metric_``).  Whitened dynamics integrate the
         reference Gaussian exactly and discretise only the rest.
@@ -208,6 +211,11 @@ _DOC_ATTRS = """
         Rank-normalised split R-hat of every parameter.
     target_ess_ : float
         The effective sample size the fit aimed at.
+    n_distinct_draws_ : ndarray of shape (n_chains,)
+        Per chain, the kept draws that differ from the draw before them, plus
+        one.  A chain that moved at fewer than 5% of its draws did not move:
+        the fit warns that it failed, and its repeats count as one draw in
+        ``ess_``.
     sampler_, subsampling_, metric_ : str
         The dynamics, gradient estimator and metric kind used (``"auto"``
         resolved).
