@@ -238,9 +238,11 @@ def _windows(plan, n_chains):
     iat = max(plan.iat, 1.0)
     per_param = METRIC_WINDOW_DRAWS_PER_PARAM * plan.dim / max(n_chains, 1)
     if plan.adapt_step:
-        first = MH_FIRST_WINDOW
-        metric = max(50, int(np.ceil(per_param * iat))) if plan.adapt_metric else 0
-        return first, metric, MH_LAST_WINDOW
+        if not plan.adapt_metric:
+            # no metric window between them: one window of both lengths
+            # (dual averaging's average settles on the target with them all)
+            return MH_FIRST_WINDOW + MH_LAST_WINDOW, 0, 0
+        return MH_FIRST_WINDOW, max(50, int(np.ceil(per_param * iat))), MH_LAST_WINDOW
     first = int(np.ceil(10 * iat))
     if not plan.adapt_metric:
         return max(first, 100), 0, 0
