@@ -12,9 +12,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import cho_factor, cho_solve, eigvalsh_tridiagonal, solve_triangular
+from scipy.linalg import cho_factor, cho_solve, solve_triangular
 from scipy.linalg.lapack import dlauum as lauum
 
+from ._spectrum import largest_eigenvalue
 from ._glm import LOCAL_CURVATURE_SAFETY, GLM, linear_predictor, potential_and_grad
 
 # dense rows are processed in chunks of this many (their temporaries are
@@ -45,8 +46,6 @@ SPARSE_CG_TIGHTEN = 0.1
 # non-zeros in 1,000 columns: the two break even near dext / 10)
 PAIR_BLOCK = 1 << 18
 PAIR_ROW_FRACTION = 10.0
-# Lanczos takes every step up to this many dimensions (exact there)
-LANCZOS_FULL_DIM = 32
 
 
 def _dense_ext(Xc, fit_intercept):
@@ -197,52 +196,6 @@ def _covariance_of_factor(L):
             U = np.triu(U)
             return U + np.triu(U, 1).T
     return L @ L.T
-
-
-def _lanczos_max(matvec, dim, tol=1e-3, max_iter=60, seed=0):
-    """Largest eigenvalue of a symmetric positive semi-definite operator by
-    Lanczos from a random start (no re-orthogonalisation: its loss only
-    repeats converged Ritz values, the largest converges first).
-
-    Stops when the largest Ritz value moved by at most ``tol`` (relative) in
-    each of the last two steps: on a spectrum whose top is a cluster (random
-    sparse rows) that is 10-20 products where a power iteration takes
-    hundreds.  One small step is not enough: a start nearly orthogonal to
-    the top eigenvector stalls at the next eigenvalue for a step or two
-    before the top's component grows.  Up to ``LANCZOS_FULL_DIM``
-    dimensions every step is taken (the exact eigenvalue).
-
-    Returns
-    -------
-    lam : float
-        The largest Ritz value (a lower estimate, within about ``tol``).
-    n_products : int
-    """
-    if dim == 0:
-        return 0.0, 0
-    q = np.random.default_rng(seed).standard_normal(dim)
-    q /= np.linalg.norm(q)
-    q_prev = np.zeros(dim)
-    alphas, betas, ritz = [], [], []
-    beta = 0.0
-    min_iter = dim if dim <= LANCZOS_FULL_DIM else 3
-    for it in range(1, max_iter + 1):
-        w = np.asarray(matvec(q), dtype=np.float64)
-        a = float(q @ w)
-        w -= a * q + beta * q_prev
-        alphas.append(a)
-        ritz.append(float(eigvalsh_tridiagonal(np.array(alphas), np.array(betas), select="i",
-                                               select_range=(it - 1, it - 1))[0])
-                    if it > 1 else a)
-        beta = float(np.linalg.norm(w))
-        if beta <= 1e-12 * max(abs(ritz[-1]), 1e-300):   # an invariant subspace: exact
-            break
-        if it >= min_iter and it > 2 and all(
-                abs(ritz[-1] - ritz[-j]) <= tol * abs(ritz[-1]) for j in (2, 3)):
-            break
-        betas.append(beta)
-        q_prev, q = q, w / beta
-    return ritz[-1], it
 
 
 @dataclass
@@ -624,7 +577,7 @@ class FitContext:
         blocks whole; prior included).
 
         Exact eigenvalues where the dense Hessian at theta is at hand (the
-        mode's) and small; else Lanczos (:func:`_lanczos_max`, relative
+        mode's) and small; else Lanczos (:func:`._spectrum.largest_eigenvalue`, relative
         ``tol``) on products with that Hessian (O(dim^2) each) where they are
         cheaper than a pass, or on Hessian-vector products (a counted pass
         each, the per-datum curvatures one more): 10-20 passes at any dim.
@@ -637,10 +590,10 @@ class FitContext:
             return float(np.linalg.eigvalsh(g[:, None] * dense * g[None, :])[-1])
         nnz = self.X.nnz if sp.issparse(self.X) else self.X.size
         if dense is not None and self.dim * self.dim <= nnz + self.n:
-            lam, _ = _lanczos_max(lambda v: g * (dense @ (g * v)), self.dim, tol=tol)
+            lam, _ = largest_eigenvalue(lambda v: g * (dense @ (g * v)), self.dim, tol=tol)
             return lam
         hw = self.hessian_row_weights(theta, full=True)
-        lam, n_products = _lanczos_max(lambda v: g * self.hessian_vector(hw, g * v), self.dim,
+        lam, n_products = largest_eigenvalue(lambda v: g * self.hessian_vector(hw, g * v), self.dim,
                                        tol=tol)
         self.n_grad_evals += self.n * n_products
         return lam
@@ -943,7 +896,7 @@ class FitContext:
                 u = F @ v if kind == "dense" else F * v
                 Bu = self.hessian_vector(w, u) - self.alpha * u
                 return (scale * scale) * (F.T @ Bu if kind == "dense" else F * Bu)
-            lam, n_products = _lanczos_max(whitened, self.dim, tol=self.resolved.noise_tol)
+            lam, n_products = largest_eigenvalue(whitened, self.dim, tol=self.resolved.noise_tol)
             self.n_grad_evals += self.n * n_products
             return 1.01 * lam
         if kind == "dense":
