@@ -1195,10 +1195,9 @@ class BaseSGMCMC(BaseEstimator):
         """The warning for chains whose kept draws mostly repeat one state
         (a Metropolis chain that rejects nearly every proposal), or ""."""
         distinct = getattr(self, "n_distinct_draws_", None)
-        if distinct is None or self.n_samples_ < 2:
+        if distinct is None:
             return ""
-        share = (distinct - 1) / max(self.n_samples_ - 1, 1)
-        bad = np.flatnonzero(share < _schedule.MIN_MOVED_SHARE)
+        bad = np.flatnonzero(_schedule.stuck_chains(distinct, self.n_samples_))
         if not bad.size:
             return ""
         which = ", ".join(str(int(c)) for c in bad)

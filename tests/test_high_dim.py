@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from skbayes_sg import SGMCMCRidge
 from skbayes_sg._sampling._metric import Metric
-from skbayes_sg._sampling._schedule import diagnostics, distinct_states
+from skbayes_sg._sampling._schedule import distinct_states, sampling_diagnostics
 from skbayes_sg._sampling._spectrum import extreme_eigenvalues
 from skbayes_sg.diagnostics import MCMCConvergenceWarning
 
@@ -62,10 +62,11 @@ def test_repeated_draws_are_not_counted_as_effective_ones():
     whatever the ranks say (the fit used to report 10 from 4 x 10 draws)."""
     rng = np.random.default_rng(1)
     draws = np.repeat(rng.standard_normal((4, 1, 6)), 10, axis=1)
-    ess, rhat = diagnostics(draws)
+    ess, rhat, distinct = sampling_diagnostics(draws)
+    np.testing.assert_array_equal(distinct, 1)
     assert np.all(ess <= 4.0)
     moving = rng.standard_normal((4, 200, 6))
-    ess, _ = diagnostics(moving)
+    ess, _, _ = sampling_diagnostics(moving)
     assert np.all(ess > 400)                 # independent draws: ~800, not capped
 
 

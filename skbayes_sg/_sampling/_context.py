@@ -423,16 +423,9 @@ class FitContext:
             if self.fit_intercept:
                 G[:, d] = R.sum(axis=0)
             W = self._weigh(self.glm.hessian_weights(Z, self.y), 0)
-            B = _sparse_gram_blocks(self.X, W, self.fit_intercept)
-            if W.ndim == 1:
-                H = np.zeros((K, dext, K, dext))
-                for k in range(K):
-                    H[k, :, k, :] = B
-            else:
-                H = B
             self.n_grad_evals += self.n
             return (u, G.ravel() + self.alpha * theta,
-                    H.reshape(self.dim, self.dim) + self.alpha * np.eye(self.dim))
+                    self._sparse_weighted_gram(W) + self.alpha * np.eye(self.dim))
         G = np.zeros((K, dext))
         H = np.zeros((K, dext, K, dext))
         for start in range(0, self.n, ROW_CHUNK):
@@ -771,6 +764,19 @@ class FitContext:
             return mode, np.sqrt(temperature / Hd)
         raise ValueError(f"no Laplace metric of kind {kind!r}")
 
+    def _sparse_weighted_gram(self, weights):
+        """:meth:`weighted_gram` of CSR rows (sparse Grams, uncounted): the
+        scalar weights' block repeated on every output's diagonal block, or
+        the K x K blocks whole."""
+        K, dext = self.glm.n_outputs, self.dext
+        B = _sparse_gram_blocks(self.X, weights, self.fit_intercept)
+        if weights.ndim != 1:
+            return B.reshape(self.dim, self.dim)
+        G = np.zeros((K, dext, K, dext))
+        for k in range(K):
+            G[k, :, k, :] = B
+        return G.reshape(self.dim, self.dim)
+
     def weighted_gram(self, weights):
         """``sum_i W_i (x) x_i x_i^T`` (x_i with the constant column), W_i the
         scalar ``weights[i]`` (the same block for every output) or the K x K
@@ -778,16 +784,8 @@ class FitContext:
         sparse Grams, O(sum_i nnz_i^2) per output pair)."""
         K, dext = self.glm.n_outputs, self.dext
         if sp.issparse(self.X):
-            weights = np.asarray(weights, dtype=np.float64)
-            B = _sparse_gram_blocks(self.X, weights, self.fit_intercept)
-            if weights.ndim == 1:
-                G = np.zeros((K, dext, K, dext))
-                for k in range(K):
-                    G[k, :, k, :] = B
-            else:
-                G = B
             self.n_grad_evals += self.n
-            return G.reshape(self.dim, self.dim)
+            return self._sparse_weighted_gram(np.asarray(weights, dtype=np.float64))
         G = np.zeros((K, dext, K, dext))
         for start in range(0, self.n, ROW_CHUNK):
             Xc = self.X[start:start + ROW_CHUNK]

@@ -131,25 +131,40 @@ class ChainsDiverged(Exception):
 
 def diagnostics(draws, n_jobs=None):
     """Bulk ESS and split R-hat per parameter of (n_chains, n_draws, dim)
-    draws (``n_jobs`` threads over blocks of parameters: the fit's).
-
-    A chain that stays put (a Metropolis chain rejecting nearly every
-    proposal: it moved at fewer than ``MIN_MOVED_SHARE`` of its kept draws,
-    :func:`distinct_states`) counts its distinct states, not its draws: no
-    ESS exceeds the other chains' draws plus those states.  Repeated draws
-    are worth one, however their ranks and autocorrelations look (4 chains
-    stuck at 4 points were reported as 10 effective draws).  Chains that
-    move are left to the estimator (its autocorrelations account for the
-    rejections, and an antithetic chain may exceed its draws)."""
+    draws (``n_jobs`` threads over blocks of parameters: the fit's)."""
     # lazy: the diagnostics package imports the estimators
     from ..diagnostics._convergence import bulk_ess_and_rhat
-    ess, rhat = bulk_ess_and_rhat(draws, n_jobs)
+    return bulk_ess_and_rhat(draws, n_jobs)
+
+
+def sampling_diagnostics(draws, n_jobs=None):
+    """:func:`diagnostics` of the kept draws, and each chain's distinct
+    states (:func:`distinct_states`): ``(ess, rhat, distinct)``.
+
+    A chain that stays put (:func:`stuck_chains`: a Metropolis chain
+    rejecting nearly every proposal) counts its distinct states, not its
+    draws: no ESS exceeds the other chains' draws plus those states.
+    Repeated draws are worth one, however their ranks and autocorrelations
+    look (4 chains stuck at 4 points were reported as 10 effective draws).
+    Chains that move are left to the estimator (its autocorrelations
+    account for the rejections, and an antithetic chain may exceed its
+    draws)."""
+    ess, rhat = diagnostics(draws, n_jobs)
     distinct = distinct_states(draws)
     n = draws.shape[1]
-    stuck = distinct - 1 < MIN_MOVED_SHARE * max(n - 1, 1)
-    if n > 1 and stuck.any():
+    stuck = stuck_chains(distinct, n)
+    if stuck.any():
         ess = np.minimum(ess, float(np.where(stuck, distinct, n).sum()))
-    return ess, rhat
+    return ess, rhat, distinct
+
+
+def stuck_chains(distinct, n_draws):
+    """Whether each chain moved at fewer than ``MIN_MOVED_SHARE`` of its
+    ``n_draws`` kept draws (none can tell with fewer than 2)."""
+    distinct = np.asarray(distinct)
+    if n_draws < 2:
+        return np.zeros(distinct.shape, dtype=bool)
+    return distinct - 1 < MIN_MOVED_SHARE * (n_draws - 1)
 
 
 #: a chain whose kept draws differ from the one before in fewer than this
@@ -212,7 +227,6 @@ def run(pool, plan, continuing=False):
             out.log.append(("diverged: step halved", exc.phase, step))
             pool.set_step(step, plan.momentum_scale)
     out.draws = store.draws()
-    out.distinct = distinct_states(out.draws)
     out.moments = store.moments()
     out.storage_stride = store.stride
     out.batch_sizes = sizes
@@ -306,7 +320,7 @@ def _warm_up(pool, plan, out, continuing):
             adapt = ({"start": plan.target_accept, "max_step": plan.max_step, "finish": True}
                      if changed and last >= MIN_WARMUP_WINDOW else {"finish": True})
         _check(pool.advance(last, keep=False, adapt=adapt, phase="warm-up"), "warm-up")
-    return total + (_readapt_step(pool, plan, out) if plan.adapt_step else 0)
+    return total + _readapt_step(pool, plan, out)
 
 
 def _first_window(pool, plan, first, adapt_start, finish=False):
@@ -528,7 +542,7 @@ def _sample(pool, plan, out):
     if fixed:
         advance(int(plan.n_samples) * thin)
         account()
-        out.ess, out.rhat = diagnostics(store.draws(), pool.n_jobs)
+        out.ess, out.rhat, out.distinct = sampling_diagnostics(store.draws(), pool.n_jobs)
         return store, batch_sizes()
 
     m = pool.n_chains
@@ -550,7 +564,7 @@ def _sample(pool, plan, out):
             break
         steps = affordable
         advance(steps)
-        ess, rhat = diagnostics(store.draws(), pool.n_jobs)
+        ess, rhat, out.distinct = sampling_diagnostics(store.draws(), pool.n_jobs)
         out.ess, out.rhat = ess, rhat
         min_ess = float(np.nanmin(ess)) if np.any(np.isfinite(ess)) else 0.0
         max_rhat = float(np.nanmax(rhat)) if np.any(np.isfinite(rhat)) else np.inf
