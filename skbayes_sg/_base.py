@@ -850,28 +850,22 @@ class BaseSGMCMC(BaseEstimator):
         return self.metric
 
     def _retuner(self, ctx, setup, pool):
-        """After a divergence with an automatic step: halve it (and, in a
-        whitened metric, shrink an automatic batch with it, the error model's
-        budget kept); None when the user set the step, or for a Metropolis
-        correction (which rejects instead of diverging)."""
+        """After a divergence with an automatic step: halve it, the batch
+        kept; None when the user set the step, or for a Metropolis
+        correction (which rejects instead of diverging).
+
+        Why the batch is kept: a divergence says the error model understated
+        the gradient noise somewhere, often one row whose term, divided by
+        its ``b p_i``, throws the chain out.  That kick is ``h / b`` times the
+        row's term: halving the batch with the step (the error model's own
+        trade) would leave it as it was, and every halving would diverge
+        again (breast cancer, SGHMC-CV-PS, before the tilted noise model)."""
         if self.step_size != "auto" or setup.metropolis:
             return None
-        v1 = setup.notes.get("noise_per_row")
 
         def retune():
             h = 0.5 * float(pool.spec.sampler_config["step_size"])
             setup.sampler_config = dict(setup.sampler_config, step_size=h)
-            cfg = pool.spec.subsampling_config
-            if (v1 and self.batch_size == "auto" and "batch_size" in cfg
-                    and "adaptive_coef" not in cfg):
-                settings = _error_model.choose(
-                    setup.sampler, v1, ctx.n, step_size=h,
-                    friction=setup.sampler_config.get("friction", "auto"),
-                    overhead_rows=(1.0 if pool.spec.lazy
-                                   else self._step_overhead(ctx, setup.metric["kind"])))
-                pool.spec.subsampling_config = dict(cfg, batch_size=settings.batch_size)
-                setup.subsampling_config = pool.spec.subsampling_config
-                setup.batch_size = settings.batch_size
             return h
         return retune
 

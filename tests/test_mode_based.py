@@ -44,6 +44,7 @@ from sklearn.datasets import make_classification
 
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
 from skbayes_sg._sampling._chain import ChainOracle
+from skbayes_sg._sampling._registry import DEFENSIVE_SHARE
 from skbayes_sg._sampling._context import FitContext, FitSettings
 from skbayes_sg._sampling._dataset import RowData
 from skbayes_sg._sampling._estimators import (
@@ -268,6 +269,11 @@ def _quick(Est, **kw):
     return Est(**CLASSIC, **params)
 
 
+def _defensive(w):
+    """The sampling law of static weights ``w``: mixed with the uniform one."""
+    return (1.0 - DEFENSIVE_SHARE) * w / w.sum() + DEFENSIVE_SHARE / len(w)
+
+
 def test_mode_and_laplace_binary():
     X, y = _binary_data()
     est = _quick(SGMCMCLogisticRegression, subsampling="cv-preferential").fit(X, y)
@@ -280,12 +286,12 @@ def test_mode_and_laplace_binary():
     w_ref = np.array([np.sqrt(np.trace(H @ cov @ H)) for H in
                       (c * np.outer(x, x) for c, x in zip(s * (1 - s), Xe))])
     w = est._fit_setup.subsampling_config["weights"]
-    np.testing.assert_allclose(w / w.sum(), w_ref / w_ref.sum(), rtol=1e-6)
+    np.testing.assert_allclose(w / w.sum(), _defensive(w_ref), rtol=1e-6)
     # PS weights: ||grad U_i(mode)|| = |s_i - y_i| ||(x_i, 1)||
     est_ps = _quick(SGMCMCLogisticRegression, subsampling="preferential").fit(X, y)
     w_ps = est_ps._fit_setup.subsampling_config["weights"]
     w_ref = np.abs(s - y) * np.linalg.norm(Xe, axis=1)
-    np.testing.assert_allclose(w_ps / w_ps.sum(), w_ref / w_ref.sum(), rtol=1e-6)
+    np.testing.assert_allclose(w_ps / w_ps.sum(), _defensive(w_ref), rtol=1e-6)
     # PS needs no Hessian pass of its own: the covariance it reports (and
     # bounds its chains with) is the mode search's last Newton Hessian
     np.testing.assert_allclose(est_ps.laplace_cov_, cov, rtol=1e-6, atol=1e-12)
@@ -308,13 +314,13 @@ def test_mode_and_laplace_multinomial():
         w_ref.append(np.sqrt(np.trace(H @ cov @ H)))
     w_ref = np.array(w_ref)
     w = est._fit_setup.subsampling_config["weights"]
-    np.testing.assert_allclose(w / w.sum(), w_ref / w_ref.sum(), rtol=1e-5)
+    np.testing.assert_allclose(w / w.sum(), _defensive(w_ref), rtol=1e-5)
     # PS weights: ||(p_i - e_{y_i}) (x) (x_i, 1)||
     est_ps = _quick(SGMCMCLogisticRegression, subsampling="preferential").fit(X, y)
     R = Pr - np.eye(K)[y]
     w_ref = np.linalg.norm(R, axis=1) * np.linalg.norm(Xe, axis=1)
     w_ps = est_ps._fit_setup.subsampling_config["weights"]
-    np.testing.assert_allclose(w_ps / w_ps.sum(), w_ref / w_ref.sum(), rtol=1e-5)
+    np.testing.assert_allclose(w_ps / w_ps.sum(), _defensive(w_ref), rtol=1e-5)
 
 
 def test_mode_and_laplace_ridge():
@@ -328,7 +334,7 @@ def test_mode_and_laplace_ridge():
     Xe = ref.add_ones(X)
     w_ref = np.sqrt(np.einsum("ij,jk,ik->i", Xe, cov, Xe)) * np.linalg.norm(Xe, axis=1)
     w = est._fit_setup.subsampling_config["weights"]
-    np.testing.assert_allclose(w / w.sum(), w_ref / w_ref.sum(), rtol=1e-9)
+    np.testing.assert_allclose(w / w.sum(), _defensive(w_ref), rtol=1e-9)
 
 
 # ======================================================== 4. adaptive sizes

@@ -866,6 +866,15 @@ class FitContext:
         """
         mode = self.mode() if self.resolved.noise_center is None else self.resolved.noise_center
         C = self.hessian_row_weights(mode, full=True)
+        if C.ndim == 1 and np.ndim(Q) == 1:
+            # one output: the exact moments under the Laplace law of each
+            # row's linear predictor (the linearised C^2 Q misses the rows
+            # fitted almost exactly at the mode)
+            key = ("resmom", control, mode.tobytes(), Q.tobytes())
+            if key not in self._cache:
+                E = self._residual_moments(mode, Q, centred=control != "none")
+                self._cache[key] = 2.0 * E if control == "snapshot" else E
+            return self._cache[key]
         if C.ndim == 1:
             E = C * C * Q
         else:
@@ -876,6 +885,22 @@ class FitContext:
             R, _ = self.residuals(mode)
             E = E + (R[:, 0] ** 2 if C.ndim == 1 else np.einsum("nk,nm->nkm", R, R))
         return E
+
+    def _residual_moments(self, theta, Q, centred):
+        """``E[(r_i(eta) - a_i)^2]`` per datum, ``eta ~ N(z_i(theta), Q_i)``,
+        of the weighted data (K = 1; :meth:`GLM.residual_moments`).  One
+        counted pass."""
+        Theta = theta.reshape(1, self.dext)
+        T = float(self.settings.temperature)
+        out = np.empty(self.n)
+        for start, Xc in self._blocks():
+            Z = linear_predictor(Xc, Theta, self.fit_intercept)
+            stop = start + Z.shape[0]
+            power = self._weigh(np.ones(stop - start), start) / T
+            m = self.glm.residual_moments(Z, self.y[start:stop], Q[start:stop], centred, power)
+            out[start:stop] = self._weigh(self._weigh(m, start), start)
+        self.n_grad_evals += self.n
+        return out
 
     def noise_per_row(self, E, p, kind, factor, scale):
         """``v1``: the largest variance, over directions of the sampler's

@@ -176,7 +176,12 @@ def _cvps_weights(ctx):
         else:
             Q = ctx.resolved.metric_row_cov          # x_i^T M x_i
             C = ctx.hessian_row_weights(ctx.mode(), full=True)
-            if C.ndim == 1:
+            if C.ndim == 1 and np.ndim(Q) == 1:
+                # sqrt(E_i Q_i): E_i the term's second moment under the
+                # Laplace law (C^2 Q at first order, when p_i ∝ C_i Q_i)
+                E = ctx.row_noise_moments("fixed", ctx.resolved.posterior_row_cov)
+                w = np.sqrt(np.maximum(E * Q, 0.0))
+            elif C.ndim == 1:
                 w = C * Q
             else:
                 CQ = np.einsum("nkl,nlm->nkm", C, Q)
@@ -185,11 +190,26 @@ def _cvps_weights(ctx):
     return ctx._cache["cvps_weights"]
 
 
+#: share of uniform draws mixed into the importance weights (defensive
+#: importance sampling, Hesterberg 1995): no datum's 1 / (n p_i) exceeds
+#: 1 / DEFENSIVE_SHARE, at most a 1 / (1 - DEFENSIVE_SHARE) variance cost at
+#: the mode
+DEFENSIVE_SHARE = 0.1
+
+
 def _positive(w):
-    # a datum with zero weight would never be drawn; a floor keeps every
-    # p_i > 0 (the estimate stays unbiased, its variance finite)
-    floor = 1e-12 * max(w.max(), 1e-300)
-    return np.maximum(w, floor)
+    """Sampling weights from the static ones ``w``: mixed with the uniform
+    law.  The static weights are the rows' gradient (PS) or curvature (CV-PS)
+    at the mode; a row fitted to 1e-12 there has a weight of that order, yet
+    a few posterior sds away its term is orders of magnitude larger, and
+    divided by its tiny ``p_i`` one draw of it throws the chain out (breast
+    cancer, SGHMC-CV-PS: a blow-up at every step size).  The mixture bounds
+    every importance ratio by ``1 / DEFENSIVE_SHARE``."""
+    w = np.asarray(w, dtype=np.float64)
+    total = float(w.sum())
+    if not np.isfinite(total) or total <= 0.0:
+        return np.full(w.shape, 1.0 / max(w.size, 1))
+    return (1.0 - DEFENSIVE_SHARE) * w / total + DEFENSIVE_SHARE / w.size
 
 
 def _prepare_cv(ctx, weighted=False, adaptive=False):
