@@ -33,7 +33,8 @@ from ._sampling._specs import (
     HYPERPARAMETERS, estimator_owners, hyperparameter_constraints, ineffective_settings,
     sampler_owners)
 from ._sampling._spectrum import extreme_eigenpairs, extreme_eigenvalues
-from ._sampling._runner import CHECK_EVERY, ChainPool, ChainSpec, initial_state
+from ._sampling._runner import (CHECK_EVERY, ChainPool, ChainSpec, initial_state,
+                                note_interrupt)
 
 DEFAULT_BATCH_SIZE = 100
 #: the dense (Cholesky) Laplace metric up to this many parameters, a
@@ -174,8 +175,10 @@ def estimator_parameters(**own):
 
 
 class PosteriorPredictiveMixin:
-    """The posterior predictive of a regression model, for every model of
-    the registry that can draw observations (``GLM.sample``): ridge, Poisson."""
+    """The posterior predictive of a fitted model: ``sample_y`` and the
+    ``posterior_predictive`` group of the ArviZ export.  Regression models
+    draw through the registry (``GLM.sample``: ridge, Poisson); a classifier
+    overrides ``_draw_observations``."""
 
     def _likelihood_target(self, y, n_rows):
         if np.shape(y)[0] != n_rows:
@@ -183,14 +186,18 @@ class PosteriorPredictiveMixin:
                              "the targets of the rows of X.")
         return self._model_spec().validate_targets(y)
 
+    def _draw_observations(self, Z, rng):
+        """One observation per entry of ``Z[:, :, 0]`` from ``p(y | z)``:
+        ``Z`` of shape (rows, m, K) -> (rows, m)."""
+        return self._model_spec().sample(Z[:, :, 0], rng)
+
     def _predictive_draws(self, X, rng):
         """One observation per row and kept draw, from ``p(y | x^T w_s + b_s)``:
-        (n_samples, n_draws)."""
+        (n_samples, n_draws), the draws in ``coef_samples_`` order (chain-major)."""
         X = self._validate_X_predict(X)
-        model = self._model_spec()
         out = None
         for rows, Z in self._linear_predictor_draws(X):
-            block = model.sample(Z[:, :, 0], rng)
+            block = self._draw_observations(Z, rng)
             if out is None:
                 out = np.empty((X.shape[0], self._n_draws()), dtype=block.dtype)
             out[rows] = block
@@ -199,28 +206,50 @@ class PosteriorPredictiveMixin:
     def sample_y(self, X, n_draws=1, random_state=None):
         """Draw from the posterior predictive distribution.
 
-        Each draw picks a stored posterior draw ``(w_s, b_s)`` uniformly and
-        draws ``y`` from the model's likelihood at ``x^T w_s + b_s`` (ridge:
-        ``+ N(0, noise_var_)``; Poisson: ``Poisson(exp(.))``).
+        Every draw of ``y`` comes from one posterior draw ``theta_s = (w_s,
+        b_s)``: ``y ~ p(y | x, theta_s)`` (ridge: ``x^T w_s + b_s +
+        N(0, noise_var_)``; Poisson: ``Poisson(exp(x^T w_s + b_s))``;
+        logistic: the label of class ``k`` with probability
+        ``p_k(x, theta_s)``).  The same ``theta_s`` serves every row of a
+        column, so the columns are draws of the whole vector ``y(X)``, as in
+        ``GaussianProcessRegressor.sample_y``.
 
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        n_draws : int, default=1
+            Where to draw ``y``.
+        n_draws : int or None, default=1
+            How many draws of ``y(X)``.  An int: each picks a stored posterior
+            draw uniformly at random (with replacement).  ``None``: one draw
+            of ``y(X)`` per stored posterior draw, in the order of
+            ``coef_samples_`` (chain-major: column ``c * n_samples + s`` uses
+            ``coef_samples_[c, s]``), what the ArviZ export's
+            ``posterior_predictive`` group holds.
         random_state : int, RandomState instance or None, default=None
+            Seeds the picks and the observation noise.
 
         Returns
         -------
         y_samples : ndarray of shape (n_samples, n_draws)
+            Column ``j`` is one draw of ``y`` at every row of ``X``
+            (``n_draws = n_chains * n_samples`` when ``n_draws=None``); class
+            labels (``classes_``) for a classifier.
         """
         X = self._validate_X_predict(X)
-        if not (isinstance(n_draws, numbers.Integral) and n_draws >= 1):
-            raise ValueError(f"n_draws must be a positive integer, got {n_draws!r}.")
+        if n_draws is not None and not (
+                isinstance(n_draws, numbers.Integral) and not isinstance(n_draws, bool)
+                and n_draws >= 1):
+            raise ValueError(f"n_draws must be a positive integer, or None for one draw per "
+                             f"posterior draw; got {n_draws!r}.")
         rng = check_random_state(random_state)
+        if n_draws is None:
+            return self._predictive_draws(X, rng)
         W, b = self._flat_draws()
         pick = rng.randint(W.shape[0], size=n_draws)
-        Z = np.asarray(X @ W[pick, 0, :].T, dtype=np.float64) + b[pick, 0]
-        return self._model_spec().sample(Z, rng)
+        Wp = W[pick]                                       # (n_draws, K, d)
+        Wt = Wp.reshape(n_draws * Wp.shape[1], -1).T       # (d, n_draws * K)
+        Z = np.asarray(X @ Wt, dtype=np.float64).reshape(X.shape[0], n_draws, -1) + b[pick][None]
+        return self._draw_observations(Z, rng)
 
 
 class BaseSGMCMC(BaseEstimator):
@@ -329,6 +358,14 @@ class BaseSGMCMC(BaseEstimator):
         ------
         SamplingDivergedError
             When a chain diverged (no draws are kept).
+        KeyboardInterrupt
+            Ctrl-C stops the fit within milliseconds in any phase (set-up,
+            warm-up, sampling), whatever a step costs and whatever ``thin``
+            is; every chain thread has stopped when it propagates.  The draws
+            of the interrupted call are discarded (the estimator then holds no
+            posterior: a partial run has unadapted or too few draws), which a
+            note on the exception says; a warm start keeps the chains it began
+            from, so ``fit`` again with ``warm_start=True`` continues them.
         """
         self._validate_params()
         continuing = self.warm_start and hasattr(self, "_chain_states")
@@ -401,10 +438,16 @@ class BaseSGMCMC(BaseEstimator):
     def _fit(self, X, y, glm, continuing, sample_weight=None):
         """The fit after validation: context → set-up (mode, metric, steps)
         → chains → store."""
+        t_start = time.perf_counter()       # the progress's final line counts the set-up
         ctx = self._fit_context(X, y, glm, sample_weight)
-        setup, states = self._set_up(ctx, continuing)
+        try:
+            setup, states = self._set_up(ctx, continuing)
+        except KeyboardInterrupt as exc:    # as in the chains: nothing of this call is kept
+            self._discard_posterior(keep_chains=continuing)
+            note_interrupt(exc, type(self).__name__, continuing)
+            raise
         pool = ChainPool(X, y, self._chain_spec(ctx, glm, setup, sample_weight), states,
-                         n_jobs=self.n_jobs)
+                         n_jobs=self.n_jobs, t_start=t_start)
         plan = self._plan(ctx, setup, continuing)
         plan.retune = self._retuner(ctx, setup, pool)
         outcome = self._run_chains(pool, plan, setup, continuing)
@@ -469,9 +512,10 @@ class BaseSGMCMC(BaseEstimator):
         except _schedule.ChainsDiverged as exc:
             self._discard_posterior(keep_chains=continuing)
             raise self._divergence_error(exc, setup) from None
-        except KeyboardInterrupt:
-            # every chain thread has stopped (ChainPool)
+        except KeyboardInterrupt as exc:
+            # every chain thread has stopped (ChainPool); the note says what is left
             self._discard_posterior(keep_chains=continuing)
+            note_interrupt(exc, type(self).__name__, continuing)
             raise
 
     # ---------------------------------------------------------------- set-up
@@ -1129,59 +1173,18 @@ class BaseSGMCMC(BaseEstimator):
 
     def _warn_if_unreliable(self):
         """A ``ConvergenceWarning`` naming what to change when the draws fall
-        short of their effective sample size or the chains disagree."""
-        from .diagnostics._convergence import (
-            MIN_ESS_PER_CHAIN, MCMCConvergenceWarning, _parameter_reader)
-        ess, rhat = self.ess_, self.rhat_
-        auto = self.n_samples == "auto"
-        target = self.target_ess_ if (auto or self.target_ess != "auto") \
-            else MIN_ESS_PER_CHAIN * self.n_chains
-        _, names, _ = _parameter_reader(self)   # the labels only: no copy of the draws
-        messages = []
-        stuck = self._stuck_chains_message()
-        if stuck:
-            # draws that did not move are no posterior draws: say that first,
-            # and not "worth N independent ones"
-            warnings.warn(stuck, MCMCConvergenceWarning, stacklevel=3)
-            return
-        if not np.any(np.isfinite(ess)):
-            messages.append(
-                f"{self.n_samples_} draws per chain are too few to estimate the effective "
-                "sample size: use n_samples='auto' (runs until the draws are worth "
-                f"{self.target_ess_:.0f} independent ones).")
-        else:
-            worst = int(np.nanargmin(ess))
-            min_ess = float(ess[worst])
-            if min_ess < target:
-                head = (f"The draws are worth {min_ess:.0f} independent ones for "
-                        f"{names[worst]!r} (the smallest bulk effective sample size), short "
-                        f"of the target {target:.0f}")
-                if auto:
-                    limit = []
-                    if self.max_passes_ is not None:
-                        limit.append(f"max_passes (the budget was {self.max_passes_:,.0f} "
-                                     f"data passes; {self.n_passes_:,.0f} were used)")
-                    if self.max_time is not None:
-                        limit.append(f"max_time={self.max_time:g}")
-                    messages.append(
-                        head + ": the budget ran out. Raise " + " or ".join(limit or ["the budget"])
-                        + "." + self._converged_cost_message(min_ess, target))
-                else:
-                    need = int(np.ceil(self.n_samples_ * target / max(min_ess, 1.0)))
-                    messages.append(
-                        head + f" with n_samples={self.n_samples}. Use n_samples='auto' (runs "
-                        f"until the target is met) or n_samples={need} or more.")
-        if np.any(np.isfinite(rhat)) and np.nanmax(rhat) > _schedule.RHAT_TARGET:
-            bad = np.flatnonzero(rhat > _schedule.RHAT_TARGET)
-            worst = int(np.nanargmax(rhat))
-            messages.append(
-                f"Split R-hat is {rhat[worst]:.3f} for {names[worst]!r} (above 1.01 for "
-                f"{len(bad)} of {len(rhat)} parameters): the chains disagree, so they have "
-                "not all reached the posterior. Leave n_warmup='auto' (or raise it) and "
-                "sample longer (n_samples='auto').")
-        if messages:   # the advice on mixing, once
-            messages.append(self._mixing_hint())
-        messages.extend(self._step_error_message())
+        short of their effective sample size or the chains disagree (the
+        advice of :func:`~skbayes_sg.diagnostics.check_convergence`: one
+        writer, so the two name the same settings)."""
+        from .diagnostics._advice import assess, convergence_messages
+        from .diagnostics._convergence import MCMCConvergenceWarning
+        # the stopping rule's bulk ESS and R-hat are those of the kept draws:
+        # reused, only the tail ESS is computed here
+        report = assess(self, rhat_threshold=_schedule.RHAT_TARGET, ess_bulk=self.ess_,
+                        rhat=self.rhat_)
+        messages = convergence_messages(self, report)
+        if not self._stuck_chains_message():   # stuck draws: that alone is said
+            messages.extend(self._step_error_message())
         if messages:
             warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=3)
 
@@ -1361,17 +1364,20 @@ class BaseSGMCMC(BaseEstimator):
         from .diagnostics import summary
         return summary(self, quantiles=quantiles, names=names)
 
-    def check_convergence(self, *, rhat_threshold=1.01, min_ess_per_chain=100):
+    def check_convergence(self, *, rhat_threshold=1.01, min_ess_per_chain=None):
         """Warn when the chains have not converged (R-hat) or mixed (ESS).
 
-        See :func:`skbayes_sg.diagnostics.check_convergence`.
+        See :func:`skbayes_sg.diagnostics.check_convergence`: the same
+        check and advice as the warning at the end of ``fit``.
 
         Parameters
         ----------
         rhat_threshold : float, default=1.01
             Largest acceptable rank-normalised split R-hat.
-        min_ess_per_chain : float, default=100
-            Smallest acceptable bulk and tail ESS per chain.
+        min_ess_per_chain : float or None, default=None
+            Smallest acceptable bulk and tail ESS per chain; None: the fit's
+            own target (``target_ess_`` when it aimed at one, else 100 per
+            chain) for the bulk ESS and 100 per chain for the tail ESS.
 
         Returns
         -------
@@ -1383,7 +1389,7 @@ class BaseSGMCMC(BaseEstimator):
         return check_convergence(self, rhat_threshold=rhat_threshold,
                                  min_ess_per_chain=min_ess_per_chain)
 
-    def to_inference_data(self, X=None, y=None, *, posterior_predictive=False,
+    def to_inference_data(self, X=None, y=None, *, posterior_predictive=None,
                           random_state=None):
         """The draws as an ``arviz.InferenceData`` (needs the ``arviz`` extra).
 
@@ -1393,10 +1399,14 @@ class BaseSGMCMC(BaseEstimator):
         ----------
         X, y : array-like or None, default=None
             Observations: with them the export holds ``log_likelihood``
-            (for ``az.loo``, ``az.waic``, ``az.compare``), ``observed_data``
-            and the log posterior ``lp`` in ``sample_stats``.
-        posterior_predictive : bool, default=False
-            Also draw ``y`` at ``X`` once per posterior draw (``az.plot_ppc``).
+            (for :func:`skbayes_sg.diagnostics.loo`, ``az.loo``, ``az.waic``,
+            ``az.compare``), ``observed_data`` and the log posterior ``lp``
+            in ``sample_stats``.  ``X`` without ``y`` (new data): the
+            ``posterior_predictive`` group alone.
+        posterior_predictive : bool or None, default=None
+            Also draw ``y`` at ``X`` once per posterior draw (``az.plot_ppc``,
+            a held-out predictive check).  ``None``: True when ``X`` comes
+            without ``y``.
         random_state : int, RandomState instance or None, default=None
             For the posterior predictive draws.
 

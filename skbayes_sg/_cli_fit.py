@@ -12,8 +12,9 @@ the command prints
   coefficient; :func:`skbayes_sg.diagnostics._convergence.summary`) and the
   convergence check; for the network (``--model mlp``) a short summary
   instead (:func:`_report_network`: the range of the parameters' ESS and
-  R-hat, and the ESS and R-hat of the draws' log-likelihood, which decide
-  convergence);
+  R-hat, and the estimator's permutation-invariant quantities -- the draws'
+  log-likelihood and the layers' weight norms -- which decide convergence,
+  with the estimator's own check and advice);
 - held-out metrics: accuracy and log-loss of the posterior predictive
   (logistic, mlp), or RMSE of the posterior mean and mean log predictive
   density (ridge, poisson);
@@ -88,9 +89,10 @@ from . import __version__
 from ._sampling._glm import model_spec
 from ._sampling._registry import SAMPLERS, SUBSAMPLINGS
 from ._sampling._specs import NETWORK, dynamics_for, estimators_for
+from .diagnostics._advice import check_convergence
 from .diagnostics._convergence import (
     MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, MCMCConvergenceWarning, SummaryTable,
-    bulk_ess_and_rhat, check_convergence, ess, rhat, summary)
+    bulk_ess_and_rhat, summary)
 from .linear_model import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge
 from .neural_network import SGMCMCMLPClassifier
 
@@ -104,8 +106,6 @@ CLASSIFIERS = tuple(name for name, cls in MODELS.items() if is_classifier(cls())
 LINEAR = tuple(name for name, cls in MODELS.items() if hasattr(cls, "_registry_model"))
 MAX_SUMMARY_ROWS = 40   # printed rows of the summary (all of them go to --out)
 WRAP = 88               # width of the wrapped convergence warnings
-# --model mlp: training rows whose log-likelihood per draw is the convergence trace
-MLP_TRACE_ROWS = 2000
 # --model mlp on libsvm data: densified up to this many numbers (2 GiB of float64)
 MLP_DENSE_LIMIT = 2 ** 28
 # hand-written flags that SGMCMCMLPClassifier has no parameter for, and their
@@ -907,21 +907,18 @@ def _report_linear(est, names, spec, standardize, seconds, say):
     if converged:
         say("Convergence: R-hat <= 1.01 and bulk and tail ESS >= 100 per chain for every "
             "parameter.")
-    for w in caught:
-        if issubclass(w.category, MCMCConvergenceWarning):
-            say(textwrap.fill(f"Convergence warning: {w.message}", width=WRAP,
-                              subsequent_indent="  "))
-        else:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    _say_warnings(caught, say)
     return table, converged
 
 
 def _report_network(est, X, y, seconds, standardize, say):
     """The network's report: the settings used and a short posterior
     summary instead of a table of its (many) parameters: the range of the
-    parameters' bulk ESS and R-hat, and the ESS and R-hat of the draws'
-    log-likelihood on (up to :data:`MLP_TRACE_ROWS`) training rows, a trace
-    without the weights' permutation symmetry, which decides convergence.
+    parameters' bulk ESS and R-hat, and the estimator's own convergence
+    quantities (:meth:`SGMCMCMLPClassifier.summary`: the draws'
+    log-likelihood on up to ``DIAGNOSTIC_ROWS`` training rows and the
+    layers' weight norms, without the weights' permutation symmetry), which
+    decide convergence with the estimator's own check and advice.
     Returns ``(converged, diagnostics)``, the figures as a dict."""
     n_chains, n_draws, n_params = est.coef_samples_.shape
     say(f"sampler {est.sampler!r}, subsampling {est.subsampling!r} on {est.device_}: "
@@ -933,17 +930,23 @@ def _report_network(est, X, y, seconds, standardize, say):
         f"({est.n_grad_evals_ / (n_chains * X.shape[0]):,.0f} data passes per chain)")
 
     ess_p, rhat_p = bulk_ess_and_rhat(est.coef_samples_)
-    rows = min(X.shape[0], MLP_TRACE_ROWS)     # the split shuffled the rows
-    trace = est._draw_log_likelihood(X[:rows], y[:rows])
-    ess_t = float(ess(trace))
-    rhat_t = float(rhat(trace))
+    table = summary(est)
+    values = np.asarray(table.values, dtype=np.float64)
+    columns = list(table.columns)
+    trace = est._convergence_draws()[0][:, :, 0]       # row 0: the log-likelihood
+    rows = int(est._diagnostic_rows[0].shape[0])
+    ess_t = float(values[0, columns.index("ess_bulk")])
+    rhat_t = float(values[0, columns.index("r_hat")])
+    norms = values[1:]
     diagnostics = dict(
         n_params=int(n_params), layer_sizes=[int(s) for s in est.layer_sizes_],
         ess_bulk_min=_nan_stat(np.nanmin, ess_p), ess_bulk_median=_nan_stat(np.nanmedian, ess_p),
         ess_bulk_max=_nan_stat(np.nanmax, ess_p), r_hat_min=_nan_stat(np.nanmin, rhat_p),
         r_hat_median=_nan_stat(np.nanmedian, rhat_p), r_hat_max=_nan_stat(np.nanmax, rhat_p),
-        trace_rows=int(rows), trace_mean=float(trace.mean()), trace_sd=float(trace.std()),
-        trace_ess_bulk=ess_t, trace_r_hat=rhat_t)
+        trace_rows=rows, trace_mean=float(trace.mean()), trace_sd=float(trace.std()),
+        trace_ess_bulk=ess_t, trace_r_hat=rhat_t,
+        weight_norm_ess_bulk_min=_nan_stat(np.nanmin, norms[:, columns.index("ess_bulk")]),
+        weight_norm_r_hat_max=_nan_stat(np.nanmax, norms[:, columns.index("r_hat")]))
     say()
     say(f"Posterior summary ({n_params:,} parameters, layers "
         f"{'-'.join(str(s) for s in est.layer_sizes_)}, {est.activation}; {n_chains} chains "
@@ -954,34 +957,34 @@ def _report_network(est, X, y, seconds, standardize, say):
         f"{d['r_hat_median']:.3f}, max {d['r_hat_max']:.3f}")
     say(f"  log-likelihood of {rows:,} training rows per draw: mean {d['trace_mean']:.2f}, sd "
         f"{d['trace_sd']:.2f}, bulk ESS {ess_t:.0f}, R-hat {rhat_t:.3f}")
+    say(f"  weight norms of the {len(norms)} layers: bulk ESS min "
+        f"{d['weight_norm_ess_bulk_min']:.0f}, R-hat max {d['weight_norm_r_hat_max']:.3f}")
     say(textwrap.fill(
         "  (a network's weights are identified only up to permutations and sign flips of "
         "its hidden units, so chains in different modes inflate the parameters' R-hat while "
-        "predicting alike; the log-likelihood has no such symmetry and is the convergence "
-        "check)", width=WRAP, subsequent_indent="   "))
+        "predicting alike; the log-likelihood and the weight norms have no such symmetry "
+        "and are the convergence check)", width=WRAP, subsequent_indent="   "))
     say()
-    min_ess = MIN_ESS_PER_CHAIN * n_chains
-    converged = bool(np.isfinite(rhat_t) and rhat_t <= RHAT_THRESHOLD and ess_t >= min_ess)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", MCMCConvergenceWarning)
+        converged = est.check_convergence()
     if converged:
-        say(f"Convergence: the log-likelihood's R-hat <= {RHAT_THRESHOLD} and bulk ESS >= "
-            f"{MIN_ESS_PER_CHAIN} per chain.")
-    else:
-        problems = []
-        if not (np.isfinite(rhat_t) and rhat_t <= RHAT_THRESHOLD):
-            problems.append(f"R-hat is {rhat_t:.3f} (above {RHAT_THRESHOLD}: the chains do "
-                            "not agree yet)")
-        if not ess_t >= min_ess:
-            problems.append(f"the bulk ESS is {ess_t:.0f} (below {min_ess}: "
-                            f"{MIN_ESS_PER_CHAIN} per chain x {n_chains} chains)")
-        say(textwrap.fill(
-            "Convergence warning: for the log-likelihood of the draws, "
-            + " and ".join(problems) + f". Run longer: --n-warmup (now {est.n_warmup}) "
-            f"discards more of the start, --n-samples or --thin (now {est.n_samples} and "
-            f"{est.thin}) span more steps; more --n-chains give R-hat more to compare.",
-            width=WRAP, subsequent_indent="  "))
+        say(f"Convergence: R-hat <= {RHAT_THRESHOLD} and bulk and tail ESS >= "
+            f"{MIN_ESS_PER_CHAIN} per chain for the log-likelihood and the weight norms.")
+    _say_warnings(caught, say)
     diagnostics["trace"] = trace
     diagnostics["ess_bulk"], diagnostics["r_hat"] = ess_p, rhat_p
     return converged, diagnostics
+
+
+def _say_warnings(caught, say):
+    """Print the convergence warnings caught (the others are re-issued)."""
+    for w in caught:
+        if issubclass(w.category, MCMCConvergenceWarning):
+            say(textwrap.fill(f"Convergence warning: {w.message}", width=WRAP,
+                              subsequent_indent="  "))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _nan_stat(stat, values):

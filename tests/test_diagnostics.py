@@ -26,8 +26,9 @@ from sklearn.preprocessing import StandardScaler
 
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
 from skbayes_sg.diagnostics._arviz import to_inference_data
+from skbayes_sg.diagnostics import check_convergence
 from skbayes_sg.diagnostics._convergence import (
-    MCMCConvergenceWarning, SummaryTable, check_convergence, ess, rhat, summary)
+    MCMCConvergenceWarning, SummaryTable, ess, rhat, summary)
 
 
 def _ar1(rng, rho, shape):
@@ -309,10 +310,14 @@ def test_check_convergence_warns_about_rhat_and_names_the_fixes():
     with pytest.warns(MCMCConvergenceWarning) as record:
         assert check_convergence(fit, names=["a", "b", "c"]) is False
     messages = [str(w.message) for w in record]
-    rhat_msg = next(m for m in messages if m.startswith("R-hat"))
-    assert "1 of 4 parameters" in rhat_msg and "worst: b" in rhat_msg
-    assert "Run longer: n_warmup=2000" in rhat_msg and "n_samples=1000" in rhat_msg
-    assert "step_size" in rhat_msg
+    rhat_msg = next(m for m in messages if m.startswith("Split R-hat"))
+    assert "1 of 4 quantities" in rhat_msg and "for 'b'" in rhat_msg
+    # warm-up doubled (at least 1000), chains twice as long
+    assert "Raise n_warmup to 2000 (now 1000)" in rhat_msg
+    # one length for both problems: the ESS's (it needs more than twice 500)
+    ess_msg = next(m for m in messages if m.startswith("The draws are worth"))
+    need = int(ess_msg.split("Use n_samples=")[1].split()[0])
+    assert need > 1000 and f"sample longer (n_samples={need}, now 500)" in rhat_msg
     # every chain started at the mode: the note on optimistic R-hat
     assert "init='prior'" in rhat_msg
 
@@ -331,8 +336,13 @@ def test_check_convergence_warns_about_low_ess():
         assert check_convergence(fit, min_ess_per_chain=2000) is False
     assert len(record) == 1
     msg = str(record[0].message)
-    assert msg.startswith("Effective sample size below 8000 (2000 per chain x 4 chains)")
-    assert "n_samples=" in msg and "thin=" in msg and "sampler='sghmc'" in msg
+    assert "short of the target 8000 (2000 per chain x 4 chains) with n_samples=1000" in msg
+    # the length that reaches the target at the measured pace
+    ess_min = min(ess(fit.coef_samples_).min(), ess(fit.coef_samples_, "tail").min(),
+                  ess(fit.intercept_samples_), ess(fit.intercept_samples_, "tail"))
+    need = int(np.ceil(1000 * 8000 / round(ess_min, 6)))
+    assert abs(int(msg.split("Use n_samples=")[1].split()[0]) - need) <= 1
+    assert "thin=" in msg and "sampler='sghmc'" in msg
     fit._params["sampler"] = "sghmc"
     with pytest.warns(MCMCConvergenceWarning) as record:
         check_convergence(fit, min_ess_per_chain=2000)
@@ -352,8 +362,8 @@ def test_check_convergence_on_short_chains_of_a_real_fit(binary_fit):
     with pytest.warns(MCMCConvergenceWarning) as record:
         assert check_convergence(binary_fit) is False
     messages = [str(w.message) for w in record]
-    assert any(m.startswith("R-hat above 1.01") for m in messages)
-    assert any(m.startswith("Effective sample size below 400") for m in messages)
+    assert any(m.startswith("Split R-hat is") and "above 1.01" in m for m in messages)
+    assert any("short of the target 400 (100 per chain x 4 chains)" in m for m in messages)
 
 
 # ----------------------------------------------------------------------- ArviZ
@@ -486,8 +496,10 @@ def test_to_inference_data_log_likelihood_is_the_models_density():
                                     + np.square(icpt).reshape(2, 30, -1).sum(-1))
         np.testing.assert_allclose(stats["lp"].values, ll.sum(-1) + prior, rtol=1e-10)
         assert np.isfinite(az.loo(idata).elpd_loo)
-    with pytest.raises(ValueError, match="both X and y"):
-        est.to_inference_data(X)
+    # X without y: posterior predictive draws at new data (tests/test_predictive.py)
+    assert "posterior_predictive" in est.to_inference_data(X).groups()
+    with pytest.raises(ValueError, match="needs X"):
+        est.to_inference_data(y=y)
 
 
 def test_az_compare_ranks_the_right_model_first():

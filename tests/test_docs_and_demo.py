@@ -153,3 +153,45 @@ def test_demo_numbers_are_sane(quick_demo):
         assert auto["ess"] >= auto["target_ess"] and auto["rhat"] <= 1.01, (data, auto)
         assert 0.9 < auto["sd_ratio"] < 1.1, (data, auto["sd_ratio"])
     assert results["breast_cancer"]["sklearn"]["accuracy"] > 0.9
+
+
+# ------------------------------------------------------------------- README claims
+def _copy_cases():
+    import numpy as np
+    import scipy.sparse as sp
+
+    A = np.random.default_rng(0).normal(size=(40, 4))
+    return {
+        # sampled in place
+        "C float64": (A, False), "C float32": (A.astype(np.float32), False),
+        "read-only": (np.frombuffer(A.tobytes()).reshape(A.shape), False),
+        "CSR float64": (sp.csr_matrix(A), False),
+        "CSR float32": (sp.csr_matrix(A.astype(np.float32)), False),
+        "csr_array": (sp.csr_array(A), False),
+        # copied once, as the README says
+        "Fortran": (np.asfortranarray(A), True), "column slice": (A[:, :2], True),
+        "row stride": (A[::2], True), "int64": ((10 * A).astype(np.int64), True),
+        "CSC": (sp.csc_matrix(A), True), "COO": (sp.coo_matrix(A), True),
+    }
+
+
+@pytest.mark.parametrize("case", list(_copy_cases()))
+def test_readme_says_which_inputs_are_copied(case):
+    # README, "What fit does": C-contiguous float32/float64 arrays and CSR are
+    # read in place; CSC, COO, Fortran-ordered, strided and integer X are copied
+    import numpy as np
+    import scipy.sparse as sp
+    from skbayes_sg import SGMCMCLogisticRegression
+
+    X, copied = _copy_cases()[case]
+    y = np.arange(X.shape[0]) % 2
+    Xv, _ = SGMCMCLogisticRegression()._validate_X_y(X, y, reset=True)  # what fit samples
+    if sp.issparse(X):
+        assert sp.issparse(Xv) and Xv.format == "csr"
+        shared = np.shares_memory(X.data, Xv.data)
+    else:
+        assert Xv.flags.c_contiguous and Xv.dtype in (np.float32, np.float64)
+        shared = np.shares_memory(X, Xv)
+    assert shared is not copied, (case, "should be copied" if copied else "should be read in place")
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert "CSC, COO" in readme and "without a copy" in readme

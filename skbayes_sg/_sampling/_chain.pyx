@@ -25,6 +25,7 @@ from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_standard_uniform
 
 from ._dynamics cimport Dynamics
+from ._interrupt cimport StopPoll
 from ._estimators cimport Candidate, GradientEstimator
 from ._metric cimport Metric, METRIC_IDENTITY
 from ._oracle cimport GradientOracle
@@ -96,6 +97,10 @@ cdef class ChainOracle(GradientOracle):
     cdef double[::1] theta_buf, zgrad_a, zgrad_b
     cdef int width
     cdef public long long ewsg_accepted, ewsg_proposed
+    # checked at every gradient while run_segment runs (a Metropolis trajectory
+    # makes up to 1,024 gradients a step): once stopped, gradients are zero
+    cdef StopPoll stop
+    cdef bint stop_on
 
     def __init__(self, GradientEstimator estimator, double alpha, int ewsg_chain_length=0,
                  Dynamics dynamics=None, int ewsg_x=EWSG_X_AUTO, Metric metric=None,
@@ -164,7 +169,13 @@ cdef class ChainOracle(GradientOracle):
         cdef double lw_cur, lw_prop
         cdef intp j
         cdef int m
-        cdef const double* theta = self._theta(z)
+        cdef const double* theta
+        if self.stop_on and self.stop.poll():
+            # the step is abandoned (its chain is discarded): finish it cheaply
+            for j in range(self.dim):
+                grad[j] = 0.0
+            return
+        theta = self._theta(z)
         self.estimator.begin_step(theta)
         self.estimator.candidate(theta, cur)
         if self.ewsg_M > 0:
@@ -197,9 +208,14 @@ cdef class ChainOracle(GradientOracle):
 
     cdef double gradient_potential(self, const double* z, double* grad) noexcept nogil:
         cdef Candidate* cur = &self.buf_a.c
-        cdef const double* theta = self._theta(z)
+        cdef const double* theta
         cdef double sq = 0.0
         cdef intp j
+        if self.stop_on and self.stop.poll():
+            for j in range(self.dim):
+                grad[j] = 0.0
+            return 0.0
+        theta = self._theta(z)
         self.estimator.begin_step(theta)
         self.estimator.candidate(theta, cur)
         self.estimator.commit(theta, cur)
@@ -281,7 +297,7 @@ def parse_bounds(bounds, Py_ssize_t dim):
 def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
                 Py_ssize_t n_steps, Py_ssize_t thin=1, out=None, bit_generator=None,
                 Py_ssize_t check_every=16, double max_abs_z=INFINITY, bounds=None,
-                dict report=None):
+                dict report=None, Py_ssize_t offset=0, StopPoll stop=None):
     """Advance one chain by ``n_steps`` steps without the GIL.
 
     Parameters
@@ -293,7 +309,7 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
     n_steps : int
     thin : int
         With ``out``: keep every ``thin``-th state.
-    out : ndarray of shape (n_steps // thin, dim) or None
+    out : ndarray of shape ((offset + n_steps) // thin - offset // thin, dim) or None
         Where kept states are written, mapped to the model's parameters
         (``center + L z``).
     bit_generator : numpy.random.BitGenerator
@@ -309,12 +325,23 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
         mode and its Laplace marginal sds) counts as diverged too.
     report : dict, optional
         On divergence receives ``"reason"``: ``"non-finite"`` or ``"far"``.
+    offset : int, default=0
+        Steps the chain made before this call (segments need not be
+        multiples of ``thin``): the states kept are those after step
+        ``s + 1`` with ``(offset + s + 1) % thin == 0``.
+    stop : StopPoll or None
+        Checked at every gradient and step (None: a new one, which runs the
+        signal handlers when called from the main thread).  Ctrl-C in the
+        main thread raises ``KeyboardInterrupt`` from here within a gradient;
+        a stop flag returns early with ``stop.stopped`` set.  Either way the
+        chain's state is unspecified (the caller discards it).
 
     Returns
     -------
     n_done : int
         Steps completed; less than ``n_steps`` only when the state became
-        non-finite or left its bounds (theta then holds the last good state).
+        non-finite or left its bounds (theta then holds the last good state),
+        or on a stop.
     n_kept : int
         Rows of ``out`` written (all good).
     """
@@ -323,10 +350,12 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
     cdef bint keep = out is not None
     if keep:
         out_v = out
-        if out_v.shape[1] != dim or out_v.shape[0] < n_steps // thin:
+        if out_v.shape[1] != dim or out_v.shape[0] < (offset + n_steps) // thin - offset // thin:
             raise ValueError("out has the wrong shape")
-    if thin < 1 or check_every < 1:
-        raise ValueError("thin and check_every must be >= 1")
+    if thin < 1 or check_every < 1 or offset < 0:
+        raise ValueError("thin and check_every must be >= 1, offset >= 0")
+    if stop is None:
+        stop = StopPoll()
     cdef bitgen_t* rng = _get_bitgen(bit_generator)
     cdef double[::1] last_good = np.array(theta)
     cdef double[::1] params = np.zeros(max(dim, 1))
@@ -342,26 +371,44 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
     cdef intp s, n_kept = 0, n_done = 0
     cdef bint ok = True, check, finite = True
     cdef Metric metric = oracle.metric
-    with bit_generator.lock, nogil:
-        oracle.estimator.rng = rng
-        for s in range(n_steps):
-            dynamics.step(&theta[0], oracle, rng)
-            check = (keep and (s + 1) % thin == 0) or (s + 1) % check_every == 0 \
-                or s + 1 == n_steps
-            if check:
-                if s_ptr != NULL or keep:
-                    metric.to_theta(&theta[0], &params[0])
-                if not _state_ok(&theta[0], dim, max_abs_z, &params[0], c_ptr, s_ptr, max_sds):
-                    ok = False
-                    finite = _all_finite(&theta[0], dim)
+    cdef bint stopped = False
+    oracle.stop = stop
+    oracle.stop_on = True
+    try:
+        with bit_generator.lock, nogil:
+            oracle.estimator.rng = rng
+            for s in range(n_steps):
+                if stop.poll():
+                    stopped = True
                     break
-                if keep and (s + 1) % thin == 0:
-                    memcpy(&out_v[n_kept, 0], &params[0], dim * sizeof(double))
-                    n_kept += 1
-                memcpy(&last_good[0], &theta[0], dim * sizeof(double))
-            n_done = s + 1
-        if not ok:
-            memcpy(&theta[0], &last_good[0], dim * sizeof(double))
+                dynamics.step(&theta[0], oracle, rng)
+                if stop.stopped:
+                    stopped = True
+                    break
+                check = (keep and (offset + s + 1) % thin == 0) or (s + 1) % check_every == 0 \
+                    or s + 1 == n_steps
+                if check:
+                    if s_ptr != NULL or keep:
+                        metric.to_theta(&theta[0], &params[0])
+                    if not _state_ok(&theta[0], dim, max_abs_z, &params[0], c_ptr, s_ptr, max_sds):
+                        ok = False
+                        finite = _all_finite(&theta[0], dim)
+                        break
+                    if keep and (offset + s + 1) % thin == 0:
+                        memcpy(&out_v[n_kept, 0], &params[0], dim * sizeof(double))
+                        n_kept += 1
+                    memcpy(&last_good[0], &theta[0], dim * sizeof(double))
+                n_done = s + 1
+            if not ok:
+                memcpy(&theta[0], &last_good[0], dim * sizeof(double))
+    finally:
+        oracle.stop_on = False
+        oracle.stop = None
+    if stopped:
+        stop.raise_pending()        # Ctrl-C: KeyboardInterrupt from here
+        if report is not None:
+            report["reason"] = "stopped"
+        return n_done, n_kept
     if not ok and report is not None:
         report["reason"] = "far" if finite else "non-finite"
     return n_done, n_kept

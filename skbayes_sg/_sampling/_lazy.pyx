@@ -48,6 +48,7 @@ from numpy.random.c_distributions cimport random_interval, random_standard_unifo
 from ._chain import parse_bounds
 from ._dataset cimport RowStore, CSR, SKB_PREFETCH, row_prefetch
 from ._dynamics cimport BAOAB, SGHMC, SGLD, ULD, Dynamics
+from ._interrupt cimport StopPoll
 from ._estimators cimport (ProblemStore, GradientEstimator, GLMEstimator, UniformSubsampling,
                            datum_weight, ACCESS_RANDOM, ACCESS_WEIGHTED, CONTROL_NONE,
                            CONTROL_FIXED)
@@ -777,14 +778,16 @@ cdef class LazyChain:
                     coords[k * dext + d].delta += rb[k]
 
     def run(self, Py_ssize_t n_steps, Py_ssize_t thin=1, out=None, bit_generator=None,
-            double max_abs_z=INFINITY, bounds=None, dict report=None):
+            double max_abs_z=INFINITY, bounds=None, dict report=None, Py_ssize_t offset=0,
+            StopPoll stop=None):
         """Advance by ``n_steps`` steps without the GIL.
 
         ``out`` receives every ``thin``-th state mapped to the parameters
         (all coordinates brought up to date and checked there); the touched
         coordinates are checked for finiteness at every step and against the
         bounds every 16.  On divergence the state is left as it is (the
-        caller discards the chain).
+        caller discards the chain).  ``offset`` and ``stop`` are those of
+        :func:`._chain.run_segment` (a stop leaves the kernel unusable).
 
         Returns
         -------
@@ -798,10 +801,12 @@ cdef class LazyChain:
         cdef bint keep = out is not None
         if keep:
             out_v = out
-            if out_v.shape[1] != dim or out_v.shape[0] < n_steps // thin:
+            if out_v.shape[1] != dim or out_v.shape[0] < (offset + n_steps) // thin - offset // thin:
                 raise ValueError("out has the wrong shape")
-        if thin < 1:
-            raise ValueError("thin must be >= 1")
+        if thin < 1 or offset < 0:
+            raise ValueError("thin must be >= 1, offset >= 0")
+        if stop is None:
+            stop = StopPoll()
         cdef double[::1] bc_arr, bs_arr
         cdef const double* bc = NULL
         cdef const double* bs = NULL
@@ -829,7 +834,7 @@ cdef class LazyChain:
         cdef intp step, jb, i, p, col, j, n_touched, n_kept = 0, n_done = 0
         cdef long long t, in_list
         cdef int k
-        cdef bint ok = True, finite = True, check
+        cdef bint ok = True, finite = True, check, stopped = False
         with bit_generator.lock, nogil:
             if self.need_gradient:
                 # BAOAB's first opening kick needs a gradient at the start (as the eager
@@ -839,6 +844,9 @@ cdef class LazyChain:
                 self.estimator.n_evals += b
                 self.need_gradient = False
             for step in range(n_steps):
+                if stop.poll():
+                    stopped = True
+                    break
                 t = self.t
                 in_list = -(t + 1)
                 check = (t + 1) % CHECK_EVERY == 0
@@ -888,7 +896,7 @@ cdef class LazyChain:
                 if not ok:
                     break
                 # 5. a kept draw: every coordinate up to date and checked
-                if keep and (step + 1) % thin == 0:
+                if keep and (offset + step + 1) % thin == 0:
                     for j in range(dim):
                         c = &coords[j]
                         _catch_up(c, q, self.t - c.last, False, nrm)
@@ -904,6 +912,11 @@ cdef class LazyChain:
                 n_done = step + 1
         self.noise.normals.pos = local_normals.pos
         self.estimator.n_evals += <long long> n_done * b
+        if stopped:
+            stop.raise_pending()        # Ctrl-C: KeyboardInterrupt from here
+            if report is not None:
+                report["reason"] = "stopped"
+            return n_done, n_kept
         if not ok and report is not None:
             report["reason"] = "far" if finite else "non-finite"
         return n_done, n_kept

@@ -9,9 +9,9 @@ checks the effective sample size and decides whether to go on.  A chain's
 draws depend only on its own seed and on the rounds' lengths, which are
 decided from all chains' draws, so the result is the same for any ``n_jobs``.
 """
+import sys
 import threading
 import time
-import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -21,27 +21,34 @@ from joblib import Parallel, delayed
 from ._chain import ChainOracle, run_segment
 from ._dataset import RowData
 from ._estimators import Problem
+from ._interrupt import StopPoll
 from ._lazy import LazyChain, lazy_supported
 from ._metric import Metric
 from ._registry import SAMPLERS, SUBSAMPLINGS
 
 # Calls into the nogil loop last about SEGMENT_SECONDS (the first one
-# FIRST_SEGMENT_STEPS steps, then sized from the measured rate, never above
-# SEGMENT_STEPS): the Python round trip between them (~10 us) is invisible,
-# and between them Ctrl-C and a stop request are seen, whatever a step costs.
+# FIRST_SEGMENT_STEPS steps, then at most double the last, sized from the
+# measured rate, never above SEGMENT_STEPS kept draws): the Python round trip
+# between them (~10 us) is invisible, and between them the fit's progress is
+# reported, whatever a step costs (a Metropolis trajectory on a large data set
+# costs seconds a step: the first call must be one step).  Segments are counted
+# in steps, not kept draws, so a large thin does not lengthen them.  Ctrl-C and
+# stop requests do not wait for a segment's end: the loop checks them at every
+# gradient (:class:`._interrupt.StopPoll`).  The draws do not depend on the
+# segmentation.
 SEGMENT_SECONDS = 0.1
-FIRST_SEGMENT_STEPS = 16
+FIRST_SEGMENT_STEPS = 1
 SEGMENT_STEPS = 20000
 # a chain's float64 scratch for kept draws on their way to the fit's store
 SCRATCH_BYTES = 8 << 20
-# How long an interrupted fit waits for its chain threads to stop (each
-# stops within a segment)
+# How long an interrupted fit waits for its chain threads to stop (each stops
+# within a gradient; only a thread stuck outside the loop would take longer)
 STOP_TIMEOUT = 10.0
-# With progress reports (verbose > 0), segments are shortened to last about
-# this long (never longer than SEGMENT_STEPS steps): one Python round trip
-# per PROGRESS_SECONDS costs nothing, and slow steps (large batches, many
-# features) still report often.  The draws do not depend on the segmentation.
-PROGRESS_SECONDS = 0.5
+# Progress (verbose > 0): a terminal's line is redrawn at most every
+# PROGRESS_SECONDS; a log (not a terminal, or verbose >= 2) gets at most one
+# line every LOG_SECONDS, and the final one.
+PROGRESS_SECONDS = 0.2
+LOG_SECONDS = 5.0
 # Steps between checks that a chain is finite and within its bounds (a cheap
 # O(dim) test; a blown-up chain is caught within this many steps)
 CHECK_EVERY = 16
@@ -51,49 +58,49 @@ CHECK_EVERY = 16
 WARMUP_SLACK = 2.0
 
 
-class _StopRequests:
-    """Stop flags of the fits under way, shared by their chain threads.
+class ChainControl:
+    """What one :meth:`ChainPool.advance` call shares with its chains.
 
-    A pool registers a token per round; its chains count themselves in and
-    out and return at the end of their current segment once the token is
-    stopped (on KeyboardInterrupt, or any error, in the thread that runs the
-    fit, which then waits for them).  Chains
-    in other processes (loky, dask) never see a stop: those backends end
-    their workers themselves.
+    A stop flag (an ``int32`` the chains' nogil loops read at every gradient:
+    :class:`._interrupt.StopPoll`), the number of chains running (the pool
+    waits for it to reach zero after setting the flag) and the fit's
+    :class:`FitProgress` (or None).  The pool stops its chains on
+    KeyboardInterrupt, or any error, in the thread that runs the fit.  Sent to
+    another process (loky, dask) it carries a flag nobody sets and no progress:
+    those backends end their workers themselves, and the pool reports a remote
+    chain's steps when its result comes back.
     """
 
-    def __init__(self):
+    def __init__(self, progress=None):
+        self.flag = np.zeros(1, dtype=np.int32)
+        self.progress = progress
         self._lock = threading.Condition()
-        self._stopped = set()
-        self._running = {}
+        self._running = 0
 
-    def enter(self, token):
-        with self._lock:
-            self._running[token] = self._running.get(token, 0) + 1
+    def __reduce__(self):
+        return (ChainControl, ())
 
-    def leave(self, token):
+    def stopped(self):
+        return bool(self.flag[0])
+
+    def enter(self):
         with self._lock:
-            self._running[token] -= 1
-            if not self._running[token]:
-                del self._running[token]
+            self._running += 1
+
+    def leave(self):
+        with self._lock:
+            self._running -= 1
             self._lock.notify_all()
 
-    def stopped(self, token):
-        return token in self._stopped
-
-    def stop_and_wait(self, token, timeout):
-        """Stop every chain of ``token``; wait until none runs (or timeout)."""
+    def stop_and_wait(self, timeout):
+        """Stop every chain of this call; wait until none runs (or timeout)."""
+        self.flag[0] = 1
         with self._lock:
-            self._stopped.add(token)
-            self._lock.wait_for(lambda: token not in self._running, timeout)
+            return self._lock.wait_for(lambda: self._running == 0, timeout)
 
-    def forget(self, token):
-        with self._lock:
-            self._stopped.discard(token)
-
-
-
-STOP_REQUESTS = _StopRequests()
+    def report(self, chain_id, n_steps):
+        if self.progress is not None:
+            self.progress.add(chain_id, n_steps)
 
 
 class ChainStopped(Exception):
@@ -144,52 +151,261 @@ def initial_state(seed, z0):
             "bit_generator": np.random.PCG64(seed).state}
 
 
-class _Progress:
-    """Progress of one chain: a tqdm bar (optional dependency) or text lines.
+def _fmt_seconds(t):
+    if not np.isfinite(t):
+        return "?"
+    if t < 9.95:
+        return f"{t:.1f} s"
+    t = int(round(t))
+    if t < 60:
+        return f"{t} s"
+    if t < 3600:
+        return f"{t // 60}:{t % 60:02d}"
+    return f"{t // 3600}:{t // 60 % 60:02d}:{t % 60:02d}"
 
-    ``verbose=1`` shows a bar per chain when tqdm is installed (steps/s and
-    ETA; ``position=chain_id`` stacks the bars of parallel chains), else one
-    line per ``SEGMENT_STEPS`` steps with the rate and ETA; ``verbose>=2``
-    always prints the lines (logs, dask workers).
+
+def _in_notebook(stream):
+    """Whether ``stream`` is a Jupyter kernel's output (tqdm draws a widget there)."""
+    return type(stream).__module__.startswith("ipykernel")
+
+
+class FitProgress:
+    """The progress of one fit: one line per phase (warm-up, sampling) and a
+    final line with the effective sample size and R-hat.
+
+    How it is shown depends on where it goes (``verbose=1``):
+
+    * a terminal with tqdm installed (or a Jupyter kernel): one tqdm bar per
+      phase, redrawn in place, left on screen when the phase ends;
+    * a terminal without tqdm: the same line, redrawn in place with ``\\r``;
+    * anything else (a log file, a pipe) or ``verbose >= 2``: at most one line
+      every ``LOG_SECONDS`` (none for a short fit), the end of a phase that
+      printed one, and the final line.
+
+    A phase's total is its planned steps per chain (:meth:`expect`: the
+    schedule's plan, extended when a window or round is added), so the ETA
+    is that of the whole phase, from the rate measured over the phase.
+
+    Parameters
+    ----------
+    n_chains : int
+    verbose : int
+    stream : file-like or None
+        Where to write (None: ``sys.stdout`` when the fit starts).
+    t_start : float or None
+        ``time.perf_counter()`` when the fit began: the time before now is
+        its set-up (None: now).
     """
 
-    def __init__(self, chain_id, total, verbose, phase):
-        self.chain_id, self.total, self.verbose = chain_id, total, verbose
-        self.t0 = time.perf_counter()
-        self.done = 0
-        self.next_line = SEGMENT_STEPS
+    def __init__(self, n_chains, verbose, stream=None, t_start=None):
+        self.n_chains, self.verbose = int(n_chains), int(verbose)
+        self.stream = sys.stdout if stream is None else stream
+        now = time.perf_counter()
+        self.t_fit = now if t_start is None else t_start
+        self.setup_seconds = now - self.t_fit if t_start is not None else None
+        self._lock = threading.RLock()
+        self.phase = None
+        self.total = 0              # planned steps per chain in the phase
+        self.done = 0               # steps done, all chains together
+        self.t0 = self.t_last = time.perf_counter()
+        self.printed = False        # a log line of this phase was written
         self.bar = None
-        if verbose == 1:
+        self.width = 0              # length of the line drawn in place
+        self.steps = {}             # steps per chain of every phase so far
+        self.note = ""              # shown after the ETA (e.g. a network's loss)
+        isatty = getattr(self.stream, "isatty", lambda: False)
+        try:
+            terminal = bool(isatty())
+        except ValueError:          # a closed stream
+            terminal = False
+        notebook = _in_notebook(self.stream)
+        self.mode = "log"
+        if self.verbose == 1 and (terminal or notebook):
+            self.mode = "line" if terminal else "log"
             try:
-                from tqdm.auto import tqdm
+                if notebook:
+                    from tqdm.auto import tqdm
+                else:
+                    from tqdm import tqdm
+                self._tqdm = tqdm
+                self.mode = "tqdm"
             except ImportError:
-                tqdm = None
-            if tqdm is not None:
-                self.bar = tqdm(total=total, desc=f"chain {chain_id} {phase}", unit="step",
-                                unit_scale=True, position=chain_id, leave=False,
-                                mininterval=PROGRESS_SECONDS, dynamic_ncols=True)
+                pass
+        self.t_log = time.perf_counter()    # when the last log line was written
 
-    def update(self, phase, n_steps):
-        self.done += n_steps
-        if self.bar is not None:
-            self.bar.update(n_steps)
-            return
-        if self.done < self.next_line and self.done < self.total:
-            return
-        self.next_line = self.done + SEGMENT_STEPS
-        elapsed = max(time.perf_counter() - self.t0, 1e-9)
-        rate = self.done / elapsed
-        eta = (self.total - self.done) / max(rate, 1e-9)
-        print(f"[chain {self.chain_id}] {phase}: {self.done}/{self.total} steps "
-              f"({rate:,.0f} steps/s, ETA {eta:,.0f} s)", flush=True)
+    # -------------------------------------------------------------- phases
+    def expect(self, phase, steps, exact=False):
+        """The phase ``phase`` has ``steps`` steps per chain left to run
+        (``exact``: its plan; otherwise at least that many: one pool call).
+        Starts the phase (ending the one before) when it is not the current
+        one."""
+        with self._lock:
+            if phase != self.phase:
+                self._end_phase()
+                self.phase, self.total, self.done = phase, 0, 0
+                self.t0 = self.t_last = time.perf_counter()
+                self.printed = False
+            total = -(-self.done // self.n_chains) + int(steps)
+            if not exact:
+                total = max(self.total, total)
+            if self.mode == "tqdm" and self.bar is None:
+                # steps per chain (the chains' steps / n_chains), as the text lines
+                chains = f" ({self.n_chains} chains)" if self.n_chains > 1 else ""
+                self.bar = self._tqdm(
+                    total=total, desc=phase + chains, unit="step", leave=True,
+                    file=self.stream, mininterval=PROGRESS_SECONDS, dynamic_ncols=True,
+                    bar_format="{l_bar}{bar}| {n:,.0f}/{total:,.0f} "
+                               "[{elapsed}<{remaining}, {rate_fmt}]")
+            elif total != self.total and self.bar is not None:
+                self.bar.total = total
+                self.bar.refresh()
+            self.total = total
 
-    def close(self):
+    def add(self, chain_id, n_steps):
+        """``n_steps`` more steps of chain ``chain_id`` (any thread)."""
+        if n_steps <= 0:
+            return
+        with self._lock:
+            self.done += int(n_steps)
+            if self.bar is not None:
+                if self.note and self.note != self.bar.postfix:
+                    self.bar.set_postfix_str(self.note, refresh=False)
+                self.bar.update(n_steps / self.n_chains)
+                return
+            now = time.perf_counter()
+            if self.mode == "line":
+                if now - self.t_last >= PROGRESS_SECONDS:
+                    self.t_last = now
+                    self._draw(self._status(now))
+            elif now - self.t_log >= LOG_SECONDS:
+                self._log(self._status(now))
+                self.printed = True
+
+    def finish(self, ess=None, rhat=None, target_ess=None, note=""):
+        """End the last phase; write the final line (min ESS, max R-hat)."""
+        with self._lock:
+            self._end_phase()
+            self.phase = None
+            steps = " + ".join(f"{k} {v:,}" for k, v in self.steps.items())
+            chains = f" x {self.n_chains} chains" if self.n_chains > 1 else ""
+            setup = ("" if self.setup_seconds is None else
+                     f"set-up {_fmt_seconds(self.setup_seconds)}, ")
+            parts = [f"{_fmt_seconds(time.perf_counter() - self.t_fit)} "
+                     f"({setup}{steps} steps{chains})"]
+            if ess is not None and np.size(ess):
+                ess = np.asarray(ess, dtype=np.float64)
+                rhat = np.asarray(rhat, dtype=np.float64)
+                min_ess = float(np.nanmin(ess)) if np.any(np.isfinite(ess)) else np.nan
+                max_rhat = float(np.nanmax(rhat)) if np.any(np.isfinite(rhat)) else np.nan
+                target = "" if target_ess is None else f" (target {target_ess:,.0f})"
+                parts.append(f"min bulk ESS {min_ess:,.0f}{target}")
+                parts.append(f"max R-hat {max_rhat:.3f}")
+            if note:
+                parts.append(note)
+            self._log("fit: " + ", ".join(parts))
+
+    def close(self, note):
+        """End the current phase without a final line (the fit stopped:
+        ``note`` says why)."""
+        with self._lock:
+            self._end_phase(note)
+            self.phase = None
+
+    # ------------------------------------------------------------- drawing
+    def _status(self, now):
+        """``phase: done/total steps (per chain), rate, elapsed, ETA``: the
+        ETA is the phase's steps left at the rate measured over the phase."""
+        per_chain = self.done / self.n_chains
+        elapsed = max(now - self.t0, 1e-9)
+        rate = per_chain / elapsed
+        eta = max(self.total - per_chain, 0) / rate if rate > 0 else np.inf
+        chains = f" ({self.n_chains} chains)" if self.n_chains > 1 else ""
+        return (f"{self.phase}{chains}: {per_chain:,.0f}/{self.total:,} steps, "
+                f"{rate:,.0f} steps/s, {_fmt_seconds(elapsed)} elapsed, "
+                f"ETA {_fmt_seconds(eta)}" + (f", {self.note}" if self.note else ""))
+
+    def _end_phase(self, note=""):
+        if self.phase is None:
+            return
+        self.steps[self.phase] = (self.steps.get(self.phase, 0)
+                                  + round(self.done / self.n_chains))
         if self.bar is not None:
+            if note:
+                self.bar.set_postfix_str(note, refresh=False)
             self.bar.close()
+            self.bar = None
+            return
+        now = time.perf_counter()
+        per_chain = self.done / self.n_chains
+        chains = f" ({self.n_chains} chains)" if self.n_chains > 1 else ""
+        line = (f"{self.phase}{chains}: {per_chain:,.0f} steps in "
+                f"{_fmt_seconds(now - self.t0)}" + (f", {note}" if note else ""))
+        if self.mode == "line":
+            self._draw(line)
+            self._write("\n")
+            self.width = 0
+        elif self.printed or note:
+            self._log(line)
+
+    def _draw(self, line):
+        pad = max(self.width - len(line), 0)
+        self.width = len(line)
+        self._write("\r" + line + " " * pad)
+
+    def _log(self, line):
+        if self.mode == "line" and self.width:
+            self._write("\n")
+            self.width = 0
+        self._write(line + "\n")
+        self.t_log = time.perf_counter()
+
+    def _write(self, text):
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):   # a closed or broken stream never stops a fit
+            pass
+
+
+@contextmanager
+def progress_guard(progress):
+    """Ends ``progress``'s current line when the block raises (Ctrl-C: the
+    line says "interrupted")."""
+    try:
+        yield progress
+    except BaseException as exc:
+        if progress is not None:
+            progress.close("interrupted" if isinstance(exc, KeyboardInterrupt)
+                           else "stopped: " + type(exc).__name__)
+        raise
+
+
+def note_interrupt(exc, name, continuing):
+    """Say on a KeyboardInterrupt what an interrupted fit of ``name`` left:
+    its draws are discarded, and the estimator is as before the call (a warm
+    start's chains are those it began from)."""
+    msg = (f"{name}.fit was interrupted: the draws of this call were discarded "
+           + ("and the chains are those it began from (fit again with "
+              "warm_start=True to continue them)." if continuing else
+              "and the estimator holds no posterior from it."))
+    if hasattr(exc, "add_note"):            # Python >= 3.11: printed under the traceback
+        exc.add_note(msg)
+    elif not exc.args:
+        exc.args = (msg,)
+
+
+@contextmanager
+def interrupt_note(name, continuing):
+    """:func:`note_interrupt` on a KeyboardInterrupt raised in the block."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        note_interrupt(exc, name, continuing)
+        raise
 
 
 def run_chain(X, y, spec, state, n_steps, thin=1, keep=True, adapt=None, chain_id=0,
-              phase="sampling", log_sizes=False, stop_token=None, sink=None):
+              phase="sampling", log_sizes=False, control=None, sink=None):
     """Advance one chain by ``n_steps`` steps from ``state``.
 
     Parameters
@@ -208,33 +424,40 @@ def run_chain(X, y, spec, state, n_steps, thin=1, keep=True, adapt=None, chain_i
         "max_step": h_max}`` starts dual averaging before the steps,
         ``{"finish": True}`` ends it after them (both may be given).
     chain_id : int
-        Used in progress messages.
+        Used in progress reports.
     phase : str
-        Used in progress messages.
+        Used in error messages.
     log_sizes : bool
         Adaptive estimators: record the minibatch sizes drawn.
-    stop_token : str or None
-        A stop request for it (:data:`STOP_REQUESTS`) ends the chain at the
-        end of its current segment by raising :class:`ChainStopped`.
+    control : ChainControl or None
+        Its stop flag ends the chain within a gradient by raising
+        :class:`ChainStopped`; its progress receives the steps done after
+        every segment.
+    sink : ChainSink or None
+        Where the kept draws go (None: returned in the result).
 
     Returns
     -------
     ChainResult
     """
-    if stop_token is None:
+    if control is None:
         return _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase,
-                          log_sizes, None)
-    STOP_REQUESTS.enter(stop_token)
+                          log_sizes, None, sink)
+    control.enter()
     try:
+        if control.stopped():       # a task that starts after the stop
+            raise ChainStopped(chain_id)
         return _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase,
-                          log_sizes, stop_token, sink)
+                          log_sizes, control, sink)
     finally:
-        STOP_REQUESTS.leave(stop_token)
+        control.leave()
 
 
 def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, log_sizes,
-               stop_token, sink=None):
+               control, sink=None):
     t0 = time.perf_counter()
+    # the main thread (n_jobs=1) runs Ctrl-C's handler from within the loop
+    stop = StopPoll(None if control is None else control.flag)
     bitgen = np.random.PCG64()
     bitgen.state = state["bit_generator"]
     generator = np.random.Generator(bitgen)
@@ -270,7 +493,6 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
     adaptive = getattr(estimator, "is_adaptive", False)
     if adaptive and log_sizes:
         estimator.start_size_log(n_steps * (spec.ewsg_chain_length + 1))
-    progress = (_Progress(chain_id, n_steps, spec.verbose, phase) if spec.verbose else None)
     segment = FIRST_SEGMENT_STEPS
     done = kept = 0
     diverged = False
@@ -280,36 +502,33 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
     bounds = (None if spec.bounds is None else
               (spec.bounds[0], spec.bounds[1], spec.bounds[2] * slack))
     while done < n_steps and not diverged:
-        chunk = min(segment * thin, n_steps - done)
+        chunk = min(segment, n_steps - done)
         if direct:
-            chunk = min(chunk, scratch_rows * thin)
+            # the kept draws of (done % thin + chunk) steps fit the scratch
+            chunk = min(chunk, scratch_rows * thin - done % thin)
         view = (samples if direct else samples[kept:]) if keep else None
         t_seg = time.perf_counter()
         if lazy:
             n_done, n_kept = kernel.run(chunk, thin, view, bitgen, max_abs_z=max_abs_z,
-                                        bounds=bounds, report=report)
+                                        bounds=bounds, report=report, offset=done, stop=stop)
         else:
             n_done, n_kept = run_segment(oracle, dynamics, theta, chunk, thin, view, bitgen,
                                          CHECK_EVERY, max_abs_z=max_abs_z, bounds=bounds,
-                                         report=report)
+                                         report=report, offset=done, stop=stop)
         seconds = time.perf_counter() - t_seg
+        if stop.stopped:
+            raise ChainStopped(chain_id)
         if direct:
             sink.write(samples[:n_kept])
         done += n_done
         kept += n_kept
         diverged = n_done < chunk
-        if progress is not None:
-            progress.update(phase, n_done)
+        if control is not None:
+            control.report(chain_id, n_done)
         if n_done:
             # the next call lasts about SEGMENT_SECONDS (at most double the last)
-            steps = n_done * SEGMENT_SECONDS / max(seconds, 1e-9) / thin
-            segment = int(min(SEGMENT_STEPS, 2 * segment, max(1, steps)))
-        if stop_token is not None and STOP_REQUESTS.stopped(stop_token):
-            if progress is not None:
-                progress.close()
-            raise ChainStopped(chain_id)
-    if progress is not None:
-        progress.close()
+            steps = n_done * SEGMENT_SECONDS / max(seconds, 1e-9)
+            segment = int(min(SEGMENT_STEPS * thin, 2 * segment, max(1, steps)))
     if lazy and not diverged:
         kernel.finish(theta)
     reason = ""
@@ -353,6 +572,8 @@ class ChainPool:
     seconds: float = 0.0
     n_steps: int = 0
     results: list = field(default_factory=list)
+    progress: object = None          # FitProgress (verbose > 0) or None
+    t_start: float = None            # perf_counter() when the fit began (its set-up)
     _parallel: object = None
 
     @property
@@ -364,8 +585,12 @@ class ChainPool:
         """One joblib ``Parallel`` for every round: its workers (and, on a
         dask cluster, the data scattered to it) are set up once per fit."""
         scattered = _scatter_once(self.X)
+        if self.spec.verbose and self.progress is None:
+            self.progress = FitProgress(self.n_chains, self.spec.verbose,
+                                        t_start=self.t_start)
         try:
-            with Parallel(n_jobs=self.n_jobs, prefer="threads") as parallel:
+            with progress_guard(self.progress), \
+                    Parallel(n_jobs=self.n_jobs, prefer="threads") as parallel:
                 self._parallel = parallel
                 try:
                     yield self
@@ -373,6 +598,17 @@ class ChainPool:
                     self._parallel = None
         finally:
             scattered()
+
+    def plan_phase(self, phase, steps):
+        """Progress: the phase ``phase`` plans ``steps`` more steps per chain
+        (its ETA covers them)."""
+        if self.progress is not None:
+            self.progress.expect(phase, steps, exact=True)
+
+    def finish_progress(self, ess, rhat, target_ess):
+        """Progress: the final line (min bulk ESS, max R-hat)."""
+        if self.progress is not None:
+            self.progress.finish(ess, rhat, target_ess)
 
 
     def advance(self, n_steps, thin=1, keep=True, adapt=None, phase="sampling",
@@ -387,22 +623,28 @@ class ChainPool:
         if store is not None and keep:
             store.reserve(n_steps // thin)   # room for every chain's draws of this call
         parallel = self._parallel or Parallel(n_jobs=self.n_jobs, prefer="threads")
-        token = uuid.uuid4().hex
+        progress = self.progress
+        if progress is not None:
+            # warm-up windows are one phase; the plan may already hold this call
+            progress.expect(phase.split(" (")[0], n_steps)
+            done0 = progress.done
+        control = ChainControl(progress)
         try:
             results = parallel(
                 delayed(run_chain)(self.X, self.y, self.spec, state, n_steps, thin, keep,
                                    adapt, chain_id=c, phase=phase, log_sizes=log_sizes,
-                                   stop_token=token,
+                                   control=control,
                                    sink=None if store is None else store.sink(c))
                 for c, state in enumerate(self.states))
         except BaseException:
             # KeyboardInterrupt (or any error) here: the chain threads still
-            # running stop at the end of their segment; wait for them, so that
-            # nothing keeps sampling after fit has returned
-            STOP_REQUESTS.stop_and_wait(token, timeout=STOP_TIMEOUT)
+            # running stop within a gradient; wait for them, so that nothing
+            # keeps sampling after fit has returned
+            control.stop_and_wait(timeout=STOP_TIMEOUT)
             raise
-        finally:
-            STOP_REQUESTS.forget(token)
+        if progress is not None:
+            # chains in another process reported nothing: count their steps now
+            progress.add(0, sum(r.n_steps_done for r in results) - (progress.done - done0))
         if store is not None:
             # chains run in another process (a process backend) return their draws
             for c, r in enumerate(results):

@@ -226,6 +226,7 @@ def run(pool, plan, continuing=False):
                 raise
             out.log.append(("diverged: step halved", exc.phase, step))
             pool.set_step(step, plan.momentum_scale)
+    pool.finish_progress(out.ess, out.rhat, plan.target_ess)
     out.draws = store.draws()
     out.moments = store.moments()
     out.storage_stride = store.stride
@@ -268,6 +269,7 @@ def _warm_up(pool, plan, out, continuing):
     total = first + metric_window + last
     if total == 0:
         return 0
+    pool.plan_phase("warm-up", total)
     adapt_start = ({"start": plan.target_accept, "max_step": plan.max_step}
                    if plan.adapt_step else None)
     # the first window is cut to the budget too (a trajectory at a step far
@@ -540,6 +542,7 @@ def _sample(pool, plan, out):
         out.sampling_seconds += time.perf_counter() - t0
 
     if fixed:
+        pool.plan_phase("sampling", int(plan.n_samples) * thin)
         advance(int(plan.n_samples) * thin)
         account()
         out.ess, out.rhat, out.distinct = sampling_diagnostics(store.draws(), pool.n_jobs)
@@ -552,6 +555,8 @@ def _sample(pool, plan, out):
     # ones at it, from the effective draws per step measured so far
     steps = max(100, int(np.ceil(FIRST_ROUND * target * max(plan.iat, 1.0) / m)))
     steps = int(np.ceil(steps / thin) * thin)
+    # the rounds' predicted total (the first aims at FIRST_ROUND of it)
+    pool.plan_phase("sampling", int(np.ceil(steps / FIRST_ROUND)))
     for round_ in range(MAX_ROUNDS):
         affordable = _affordable(pool, plan, steps, evals0, steps0, t0)
         if affordable < steps:
@@ -586,6 +591,7 @@ def _sample(pool, plan, out):
         else:  # enough draws but the chains still disagree
             more = 0.5 * kept
         steps = int(np.ceil(max(more, 0.25 * kept, 25) * thin))
+        pool.plan_phase("sampling", steps)
     else:
         out.budget_exhausted = True
     account()

@@ -22,7 +22,7 @@ def _import_arviz():
     return arviz
 
 
-def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predictive=False,
+def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predictive=None,
                       random_state=None):
     """The posterior draws of a fitted estimator as an ``arviz.InferenceData``.
 
@@ -34,15 +34,20 @@ def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predic
     X : {array-like, sparse matrix} of shape (n_obs, n_features) or None
         Observations.  With ``y``: the ``log_likelihood`` group (``y``,
         dims ``(chain, draw, obs)``: ``log p(y_i | x_i, theta)`` per
-        observation and draw, what ``az.loo``, ``az.waic`` and
-        ``az.compare`` read), ``observed_data`` and ``lp`` in
-        ``sample_stats``.  It costs ``n_obs x n_draws`` doubles.
+        observation and draw, what :func:`skbayes_sg.diagnostics.loo`,
+        ``az.loo``, ``az.waic`` and ``az.compare`` read), ``observed_data``
+        and ``lp`` in ``sample_stats``.  It costs ``n_obs x n_draws``
+        doubles.  Without ``y`` (new data): the ``posterior_predictive``
+        group alone.
     y : array-like of shape (n_obs,) or None
         Their targets (class labels for a classifier).
-    posterior_predictive : bool, default=False
-        Add the ``posterior_predictive`` group: one ``y`` per observation
-        and posterior draw, drawn from the model (for ``az.plot_ppc``);
-        needs ``X``.
+    posterior_predictive : bool or None, default=None
+        Add the ``posterior_predictive`` group: ``y``, dims ``(chain, draw,
+        obs)``, one observation per row of ``X`` and posterior draw, drawn
+        from the model at that draw (what ``estimator.sample_y(X,
+        n_draws=None)`` returns, transposed; for ``az.plot_ppc`` or a
+        held-out predictive check).  Needs ``X``.  ``None``: True when ``X``
+        comes without ``y``, else False.
     random_state : int, RandomState instance or None, default=None
         Seeds the posterior predictive draws.
     names : sequence of str or None, default=None
@@ -52,7 +57,7 @@ def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predic
 
     Returns
     -------
-    idata : arviz.InferenceData
+    idata : arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
         Its ``posterior`` group holds
 
         - ``coef``, dims ``(chain, draw, coef_dim)``, or ``(chain, draw,
@@ -88,7 +93,15 @@ def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predic
     ('chain', 'draw', 'coef_dim')
     """
     az = _import_arviz()
+    pipeline = estimator            # X goes through a pipeline's steps below
     estimator = _final_estimator(estimator)
+    if not hasattr(estimator, "intercept_samples_") and hasattr(estimator,
+                                                                "to_inference_data"):
+        # the network: its own layout (weights per layer, invariant quantities)
+        if X is not None:
+            X = _final_estimator_and_features(pipeline, X)[1]
+        return estimator.to_inference_data(X, y, posterior_predictive=posterior_predictive,
+                                           random_state=random_state)
     coef = np.asarray(estimator.coef_samples_)
     d = coef.shape[-1]
     names = _feature_names(estimator, names, d)
@@ -125,28 +138,50 @@ def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predic
     if hasattr(estimator, "step_size_"):
         sample_stats["step_size"] = np.full((chains, draws), float(estimator.step_size_))
     groups = {}
-    if (X is None) != (y is None) or (posterior_predictive and X is None):
-        raise ValueError("to_inference_data needs both X and y (the observations) for the "
-                         "log likelihood, and X for posterior_predictive=True; pass them "
-                         "together.")
+    if posterior_predictive is None:
+        posterior_predictive = X is not None and y is None
+    if X is None and (y is not None or posterior_predictive):
+        raise ValueError("to_inference_data needs X: with y for the log likelihood, alone "
+                         "(or with posterior_predictive=True) for posterior predictive draws "
+                         "at X; pass X.")
+    if X is not None and y is None and not posterior_predictive:
+        raise ValueError("to_inference_data got X without y and posterior_predictive=False: "
+                         "pass y for the log likelihood, or leave posterior_predictive at its "
+                         "default for posterior predictive draws at X.")
     if X is not None:
-        model, X = _final_estimator_and_features(estimator, X)
-        if not hasattr(model, "_log_likelihood_draws"):
-            raise ValueError(f"{type(model).__name__} has no pointwise log likelihood; call "
-                             "to_inference_data without X and y.")
-        y = np.asarray(y).ravel()
-        loglik = model._log_likelihood_draws(X, y).T.reshape(chains, draws, -1)
-        groups["log_likelihood"] = {"y": loglik}
-        groups["observed_data"] = {"y": y}
+        model, X = _final_estimator_and_features(pipeline, X)
         dims["y"] = ["obs"]
-        coords["obs"] = np.arange(y.shape[0])
-        sample_stats["lp"] = loglik.sum(axis=2) + _log_prior(model, posterior)
+        coords["obs"] = np.arange(X.shape[0])
+        if y is not None:
+            if not hasattr(model, "_log_likelihood_draws"):
+                raise ValueError(f"{type(model).__name__} has no pointwise log likelihood; "
+                                 "call to_inference_data without y.")
+            y = np.asarray(y).ravel()
+            loglik = model._log_likelihood_draws(X, y).T.reshape(chains, draws, -1)
+            groups["log_likelihood"] = {"y": loglik}
+            groups["observed_data"] = {"y": y}
+            sample_stats["lp"] = loglik.sum(axis=2) + _log_prior(model, posterior)
         if posterior_predictive:
+            if not hasattr(model, "_predictive_draws"):
+                raise ValueError(f"{type(model).__name__} draws no observations; pass "
+                                 "posterior_predictive=False.")
             from sklearn.utils import check_random_state
             pred = model._predictive_draws(X, check_random_state(random_state))
             groups["posterior_predictive"] = {"y": pred.T.reshape(chains, draws, -1)}
+    if _arviz_major(az) >= 1:
+        # ArviZ 1.x (arviz-base): one dict of groups, a DataTree back
+        return az.from_dict({"posterior": posterior, "sample_stats": sample_stats, **groups},
+                            coords=coords, dims=dims, attrs={"posterior": attrs})
     return az.from_dict(posterior=posterior, sample_stats=sample_stats, coords=coords,
                         dims=dims, posterior_attrs=attrs, **groups)
+
+
+def _arviz_major(az):
+    """The major version of the ArviZ module ``az`` (0 when unknown)."""
+    try:
+        return int(str(getattr(az, "__version__", "0")).split(".")[0])
+    except ValueError:
+        return 0
 
 
 def _final_estimator_and_features(estimator, X):

@@ -30,7 +30,6 @@ Every statistic is computed for all parameters at once (vectorised FFTs and
 truncations); the results agree with ``arviz.rhat`` and ``arviz.ess`` to
 rounding (``tests/test_diagnostics.py``).
 """
-import math
 import numbers
 import os
 import warnings
@@ -485,6 +484,16 @@ def _parameter_reader(estimator, names=None):
     """Like :func:`_parameter_draws` without the copy: ``(n_chains,
     n_samples, n_params)``, the labels, and ``read(start, stop)`` that
     gathers parameters ``start:stop`` (same order) from the stored draws."""
+    derived = getattr(estimator, "_convergence_draws", None)
+    if derived is not None:
+        # the network: quantities without the weights' permutation symmetry
+        draws, labels = derived()
+        if names is not None:
+            if len(names) != draws.shape[2]:
+                raise ValueError(f"names has {len(names)} entries; the estimator has "
+                                 f"{draws.shape[2]} summarised quantities.")
+            labels = [str(v) for v in names]
+        return draws.shape, list(labels), lambda start, stop: draws[:, :, start:stop]
     coef = np.asarray(estimator.coef_samples_)
     icpt = np.asarray(estimator.intercept_samples_)
     if coef.ndim == 3:
@@ -615,7 +624,10 @@ def summary(estimator, quantiles=(0.05, 0.5, 0.95), names=None):
     Parameters
     ----------
     estimator : fitted SG-MCMC estimator or Pipeline ending with one
-        Anything with ``coef_samples_`` and ``intercept_samples_``.
+        Anything with ``coef_samples_`` and ``intercept_samples_``; for
+        :class:`~skbayes_sg.neural_network.SGMCMCMLPClassifier`, one row per
+        permutation-invariant quantity (``log_likelihood``,
+        ``weight_norm[l]``) instead of one per weight.
     quantiles : sequence of float in [0, 1], default=(0.05, 0.5, 0.95)
         Posterior quantiles to report (pooled over chains).
     names : sequence of str or None, default=None
@@ -721,127 +733,3 @@ def _summary_block(part, quantiles):
     rhat[const] = np.nan
     return np.column_stack([mean, sd, *(_type7(srt, q) for q in quantiles), ess_bulk,
                             ess_tail, rhat])
-
-
-def _sentence(parts):
-    text = "; ".join(parts)
-    return text[:1].upper() + text[1:] + "." if text else ""
-
-
-def check_convergence(estimator, *, rhat_threshold=RHAT_THRESHOLD,
-                      min_ess_per_chain=MIN_ESS_PER_CHAIN, names=None):
-    """Warn when the chains have not converged (R-hat) or mixed (ESS).
-
-    Parameters
-    ----------
-    estimator : fitted SG-MCMC estimator or Pipeline ending with one
-    rhat_threshold : float, default=1.01
-        Largest acceptable rank-normalised split R-hat.
-    min_ess_per_chain : float, default=100
-        Smallest acceptable bulk and tail ESS, per chain: the total must
-        reach ``min_ess_per_chain * n_chains``.
-    names : sequence of str or None, default=None
-        Feature names used in the messages (as in :func:`summary`).
-
-    Returns
-    -------
-    converged : bool
-        True when every parameter passes both checks.
-
-    Warns
-    -----
-    MCMCConvergenceWarning
-        One warning per failed check, naming the worst parameter and the
-        settings to change.
-
-    Notes
-    -----
-    The defaults are the recommendations of Vehtari et al. (2021): R-hat
-    below 1.01, and bulk and tail ESS above 100 per chain (400 for the
-    default 4 chains).  Below about 100 per chain the ESS and R-hat
-    estimates are themselves unreliable (the autocorrelations they rest on
-    are too noisy), and the Monte Carlo error of a posterior mean is
-    ``sd / sqrt(ESS)``, 10% of a posterior standard deviation at ESS = 100.
-
-    These checks measure mixing, not the bias of SG-MCMC: a stochastic-
-    gradient chain converges to a distribution that differs from the
-    posterior by an amount that grows with the step size, and R-hat and ESS
-    cannot see that.  The kernel Stein discrepancy
-    (:func:`skbayes_sg.diagnostics.ksd_from_estimator`) does.
-    """
-    estimator = _final_estimator(estimator)
-    if not (isinstance(rhat_threshold, numbers.Real) and rhat_threshold >= 1):
-        raise ValueError(f"rhat_threshold must be a number >= 1; got {rhat_threshold!r}.")
-    if not (isinstance(min_ess_per_chain, numbers.Real) and min_ess_per_chain >= 0):
-        raise ValueError(
-            f"min_ess_per_chain must be a non-negative number; got {min_ess_per_chain!r}.")
-    draws, labels = _parameter_draws(estimator, names)
-    n_chains, n_samples, n_params = draws.shape
-    a, _ = _as_chains(draws)
-    r = _rhat(a)
-    e = np.minimum(_ess(a, "bulk"), _ess(a, "tail"))
-    min_ess = float(min_ess_per_chain) * n_chains
-    converged = True
-
-    params = estimator.get_params() if hasattr(estimator, "get_params") else {}
-    # the values the fit used ("auto" settings resolved)
-    n_warmup = getattr(estimator, "n_warmup_", params.get("n_warmup"))
-    n_samp = getattr(estimator, "n_samples_", params.get("n_samples", n_samples))
-    thin = getattr(estimator, "thin_", params.get("thin", 1))
-    sampler = getattr(estimator, "sampler_", params.get("sampler"))
-    init = params.get("init", "mode")
-    if isinstance(init, str) and init == "auto":  # overdispersed in a whitened metric
-        init = "laplace" if getattr(estimator, "metric_", "identity") != "identity" else "mode"
-    step = getattr(estimator, "step_size_", None)
-    shared_start = not (isinstance(init, str) and init in ("prior", "laplace"))
-
-    # NaN fails too: a parameter that never moved (or too few draws)
-    bad_r = np.flatnonzero(~(r <= rhat_threshold))
-    if len(bad_r):
-        converged = False
-        worst = bad_r[np.nanargmax(np.where(np.isnan(r[bad_r]), np.inf, r[bad_r]))]
-        advice = []
-        if n_warmup is not None:
-            advice.append(f"run longer: n_warmup={max(2 * int(n_warmup), 1000)} (now "
-                          f"{n_warmup}) discards more of the start, and n_samples="
-                          f"{2 * int(n_samp)} or thin={2 * int(thin)} (now {n_samp} and "
-                          f"{thin}) spans more steps")
-        if step is not None:
-            advice.append(f"a larger step_size (now {step:.3g}) moves the chains faster, "
-                          "at the price of more discretisation bias")
-        what = "the chains do not agree yet"
-        if n_chains == 1:
-            what = "the two halves of the chain do not agree yet (one chain: split R-hat)"
-        msg = (f"R-hat above {rhat_threshold:g} for {len(bad_r)} of {n_params} parameters "
-               f"(worst: {labels[worst]}, R-hat={r[worst]:.3f}): {what}. "
-               + _sentence(advice))
-        if shared_start and n_chains > 1:
-            msg += (" Note that chains started at the same point (init="
-                    f"{init if isinstance(init, str) else 'array'!r}) make R-hat optimistic;"
-                    " refit with init='prior' (overdispersed starts) to check that they "
-                    "forget it.")
-        warnings.warn(msg, MCMCConvergenceWarning, stacklevel=2)
-
-    bad_e = np.flatnonzero(~(e >= min_ess))
-    if len(bad_e):
-        converged = False
-        worst = bad_e[np.nanargmin(np.where(np.isnan(e[bad_e]), -np.inf, e[bad_e]))]
-        low = float(e[worst])
-        factor = math.ceil(min_ess / low) if np.isfinite(low) and low > 0 else 10
-        factor = max(factor, 2)
-        advice = [f"run {factor}x more steps: n_samples={factor * int(n_samp)} (now "
-                  f"{n_samp}), or thin={factor * int(thin)} (now {thin}) to keep {n_samp} "
-                  "draws"]
-        if step is not None:
-            advice.append(f"a larger step_size (now {step:.3g}) lowers the autocorrelation, "
-                          "at the price of more discretisation bias")
-        if sampler in ("sgld", "psgld"):
-            advice.append("sampler='sghmc' often explores faster at the same cost per step")
-        advice.append("standardised features (and fewer strongly correlated ones) make "
-                      "every sampler mix faster")
-        msg = (f"Effective sample size below {min_ess:g} ({min_ess_per_chain:g} per chain x "
-               f"{n_chains} chains) for {len(bad_e)} of {n_params} parameters (lowest: "
-               f"{labels[worst]}, ESS={low:.0f} of {n_chains * n_samples} draws): the draws "
-               "are strongly autocorrelated. " + _sentence(advice))
-        warnings.warn(msg, MCMCConvergenceWarning, stacklevel=2)
-    return converged

@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 
-from .._base import BaseSGMCMC, estimator_parameters
+from .._base import BaseSGMCMC, PosteriorPredictiveMixin, estimator_parameters
 from .._sampling._context import MAX_DENSE_LAPLACE
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
 from .._sampling._specs import LINEAR, hyperparameter_doc, sampler_doc
@@ -197,7 +197,12 @@ default="auto"
         ``sampler``, ``subsampling``, ``metric`` and ``n_chains`` must not
         change.  The samples attributes hold the draws of the latest call.
     verbose : int, default=0
-        Print progress (per chain: steps done, steps/s).
+        Show progress: one line per phase (warm-up, sampling) with the steps
+        done per chain, the rate and the ETA of the whole phase, redrawn in
+        place in a terminal (a tqdm bar when tqdm is installed); then a final
+        line with the smallest bulk ESS and the largest R-hat.  In a log (not
+        a terminal), or with ``verbose >= 2``, at most one line every few
+        seconds, and the final one.
 """
 
 _DOC_ATTRS = """
@@ -268,7 +273,7 @@ _DOC_ATTRS = """
 
 
 @estimator_parameters(class_weight=None)
-class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
+class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSGMCMC):
     # assembled from shared parameter text: a bare string expression would
     # not become the docstring
     __doc__ = """Bayesian logistic regression sampled by stochastic-gradient MCMC.
@@ -462,18 +467,17 @@ class SGMCMCLogisticRegression(ClassifierMixin, BaseSGMCMC):
         """The fitted model: logistic for two classes, softmax for more."""
         return self._make_glm(None, None)
 
-    def _predictive_draws(self, X, rng):
-        """One label per row and draw from ``p(y | x, theta_s)``: (n_samples, n_draws)."""
-        X = self._validate_X_predict(X)
-        out = np.empty((X.shape[0], self._n_draws()), dtype=np.intp)
-        for rows, Z in self._linear_predictor_draws(X):
-            if Z.shape[2] == 1:
-                out[rows] = rng.random_sample(Z.shape[:2]) < expit(Z[:, :, 0])
-            else:
-                cum = np.cumsum(softmax(Z, axis=2), axis=2)
-                u = rng.random_sample(Z.shape[:2] + (1,))
-                out[rows] = np.minimum((u > cum).sum(axis=2), Z.shape[2] - 1)
-        return self.classes_[out]
+    def _draw_observations(self, Z, rng):
+        """One label per entry from ``p(y | z)``: ``Z`` of shape (rows, m, K)
+        (K = 1: the logit of ``classes_[1]``; else the class scores) ->
+        labels of shape (rows, m); used by ``sample_y`` and the ArviZ export."""
+        if Z.shape[2] == 1:
+            index = (rng.random_sample(Z.shape[:2]) < expit(Z[:, :, 0])).astype(np.intp)
+        else:
+            cum = np.cumsum(softmax(Z, axis=2), axis=2)
+            u = rng.random_sample(Z.shape[:2] + (1,))
+            index = np.minimum((u > cum).sum(axis=2), Z.shape[2] - 1)
+        return self.classes_[index]
 
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba`, computed stably.

@@ -1,0 +1,141 @@
+"""One writer of convergence advice: the warning at the end of ``fit`` and
+``check_convergence`` on the same fitted estimator say the same thing.
+
+Before, the fit's warning and ``check_convergence`` measured with different
+targets and rounded differently: for one 200-draw fit they recommended
+``n_samples=12,164`` (fit), 400 (R-hat advice) and 12,200 (ESS advice), and
+``n_warmup='auto'`` against ``n_warmup=1000``.  Both now call
+``skbayes_sg.diagnostics._advice``.
+"""
+import re
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer
+from sklearn.preprocessing import scale
+
+from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
+from skbayes_sg.diagnostics import MCMCConvergenceWarning, check_convergence
+from skbayes_sg.diagnostics._advice import assess, ess_targets, recommend
+from skbayes_sg.diagnostics._convergence import ess, rhat
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    X, y = load_breast_cancer(return_X_y=True)
+    return scale(X), y
+
+
+def _fit_and_check(est, X, y):
+    """(the fit's warning text, check_convergence's texts, its verdict)."""
+    with warnings.catch_warnings(record=True) as fit_caught:
+        warnings.simplefilter("always", MCMCConvergenceWarning)
+        est.fit(X, y)
+    fit_texts = [str(w.message) for w in fit_caught
+                 if issubclass(w.category, MCMCConvergenceWarning)]
+    with warnings.catch_warnings(record=True) as check_caught:
+        warnings.simplefilter("always", MCMCConvergenceWarning)
+        converged = check_convergence(est)
+    return fit_texts, [str(w.message) for w in check_caught], converged
+
+
+def _numbers(text):
+    """Every ``n_samples=``, ``n_warmup=``, ``thin=`` and ``max_passes=`` value named."""
+    return set(re.findall(r"\b(n_samples|n_warmup|thin|max_passes)=('auto'|\d+(?:\.\d+)?"
+                          r"(?:e[+-]?\d+)?)", text))
+
+
+@pytest.mark.parametrize("n_samples", [20, 200])
+def test_fit_warning_and_check_convergence_recommend_the_same_numbers(cancer, n_samples):
+    X, y = cancer
+    est = SGMCMCLogisticRegression(n_samples=n_samples, random_state=0)
+    fit_texts, check_texts, converged = _fit_and_check(est, X, y)
+    assert len(fit_texts) == 1 and check_texts and not converged
+    fit_text = fit_texts[0]
+    # the check's warnings are the fit's sentences (the fit adds nothing here)
+    assert fit_text == " ".join(check_texts)
+    advice = recommend(est, assess(est))
+    named = _numbers(fit_text)
+    assert ("n_samples", str(advice["n_samples"])) in named
+    assert advice["n_samples"] > n_samples
+    # one length for the ESS and the R-hat advice, not one each
+    assert {v for k, v in named if k == "n_samples"} == {"'auto'", str(n_samples),
+                                                          str(advice["n_samples"])}
+    # the warm-up is automatic: the advice keeps it so
+    assert "n_warmup='auto'" in fit_text and advice["n_warmup"] == "auto"
+
+
+def test_the_recommended_length_reaches_the_target_at_the_measured_pace(cancer):
+    X, y = cancer
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCMCConvergenceWarning)
+        est = SGMCMCLogisticRegression(n_samples=60, random_state=1).fit(X, y)
+    report = assess(est)
+    draws = np.concatenate([est.coef_samples_, est.intercept_samples_[..., None]], axis=2)
+    # the fit's ESS and R-hat are those of the kept draws, recomputed here
+    np.testing.assert_allclose(report.ess_bulk, ess(draws), rtol=1e-8)
+    np.testing.assert_allclose(report.ess_tail, ess(draws, "tail"), rtol=1e-8)
+    np.testing.assert_allclose(report.rhat, rhat(draws), rtol=1e-8)
+    kind, i, value, target = report.ess_shortfall()
+    assert target == 400 and value < 400
+    ratio = min(np.nanmin(ess(draws)), np.nanmin(ess(draws, "tail"))) / 400
+    assert value / 400 == pytest.approx(ratio)
+    need = int(np.ceil(60 * target / value))
+    assert recommend(est, report)["n_samples"] == max(need, 2 * 60 * (report.rhat_failures()
+                                                                       .size > 0))
+
+
+def test_a_budget_cut_auto_fit_gets_the_same_budget_advice_from_both():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X @ [1.0, -1.0, 0.5] + rng.normal(scale=0.5, size=200)
+    est = SGMCMCRidge(noise_var=0.3, sampler="baoab", subsampling="full", max_passes=300,
+                      random_state=0)
+    fit_texts, check_texts, converged = _fit_and_check(est, X, y)
+    assert not converged and len(fit_texts) == 1
+    # the fit's own target (target_ess_), not 100 per chain, for both
+    assert ess_targets(est, est.n_chains)[0] == est.target_ess_ > 400
+    assert f"short of the target {est.target_ess_:.0f}" in fit_texts[0]
+    assert "the budget ran out. Raise max_passes (the budget was 300 data passes" \
+        in check_texts[0]
+    assert _numbers(fit_texts[0]) == _numbers(" ".join(check_texts))
+    assert any(k == "max_passes" for k, _ in _numbers(fit_texts[0]))
+
+
+class _Fit:
+    """A duck-typed fitted estimator with given draws and settings."""
+
+    def __init__(self, coef, **params):
+        self.coef_samples_ = coef
+        self.intercept_samples_ = np.zeros(coef.shape[:2])
+        self.fit_intercept = False
+        self._params = {"n_samples": coef.shape[1], "n_warmup": 300, "thin": 2, **params}
+
+    def get_params(self):
+        return dict(self._params)
+
+
+def test_recommend_rules():
+    rng = np.random.default_rng(0)
+    iid = rng.normal(size=(4, 200, 2))
+    fit = _Fit(iid)
+    report = assess(fit, min_ess_per_chain=500)              # 2000 needed, ~800 there
+    kind, _, value, target = report.ess_shortfall()
+    assert target == 2000 and value < 2000 and not report.rhat_failures().size
+    advice = recommend(fit, report)
+    assert advice["n_samples"] == int(np.ceil(200 * 2000 / value))
+    assert advice["thin"] == 2 * int(np.ceil(advice["n_samples"] / 200))
+    assert advice["n_warmup"] is None                       # R-hat passes: warm-up is fine
+    # chains apart: R-hat fails; the warm-up is doubled (at least 1000)
+    apart = iid + np.arange(4)[:, None, None]
+    report = assess(_Fit(apart), min_ess_per_chain=1)
+    assert report.ess_shortfall() is None and report.rhat_failures().size == 2
+    advice = recommend(_Fit(apart), report)
+    assert advice["n_samples"] == 400 and advice["n_warmup"] == 1000
+    assert recommend(_Fit(apart, n_warmup="auto"), report)["n_warmup"] == "auto"
+    assert recommend(_Fit(apart, n_warmup=800), report)["n_warmup"] == 1600
+    # independent draws pass, silently
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check_convergence(_Fit(rng.normal(size=(4, 500, 2)))) is True
