@@ -342,7 +342,9 @@ def _rhat_message(estimator, a, s, rec, bad):
         head = (f"Split R-hat cannot be computed for {a.labels[worst]!r} (its draws are "
                 f"constant or not finite; {len(bad)} of {n} quantities fail the check)")
     else:
-        head = (f"Split R-hat is {value:.3f} for {a.labels[worst]!r} (above "
+        # enough digits to show it above the threshold (1.0102, not 1.010)
+        digits = 3 if round(value, 3) > a.rhat_threshold else 4
+        head = (f"Split R-hat is {value:.{digits}f} for {a.labels[worst]!r} (above "
                 f"{a.rhat_threshold:g} for {len(bad)} of {n} "
                 f"{'parameters' if s['auto_length'] else 'quantities'})")
     if rec["n_warmup"] == "auto":
