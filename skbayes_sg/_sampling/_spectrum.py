@@ -84,6 +84,12 @@ def extreme_eigenpairs(matvec, dim, n_steps=LOWRANK_STEPS, seed=0, max_bytes=LAN
         ``||A y - value y||`` of each (``beta_k |last component|``): a pair
         whose residual is small against its distance to the rest of the
         spectrum is an eigenpair to that accuracy.
+    weights : ndarray of shape (k,)
+        The Gauss quadrature weights of the Ritz values (squared first
+        components of the tridiagonal's eigenvectors, summing to 1): the
+        random start's spectral measure, so ``dim * weights[j]`` estimates
+        how many eigenvalues lie near ``values[j]`` (stochastic Lanczos
+        quadrature with one probe).
     """
     m = int(max(1, min(n_steps, dim, max_bytes // (8 * max(dim, 1)))))
     V = np.empty((m + 1, dim))
@@ -110,7 +116,7 @@ def extreme_eigenpairs(matvec, dim, n_steps=LOWRANK_STEPS, seed=0, max_bytes=LAN
     values, S = np.linalg.eigh(T)
     vectors = S.T @ V[:k]
     residuals = np.abs(betas[k - 1] * S[-1])
-    return values, vectors, residuals
+    return values, vectors, residuals, S[0] ** 2
 
 
 #: the largest eigenvalue's Lanczos takes every step up to this many
