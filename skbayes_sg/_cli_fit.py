@@ -509,7 +509,10 @@ def _mlp_hand_written(args):
         if value != "auto":
             params[name] = value
     if args.alpha is not None:
+        # --alpha is the global N(0, 1/alpha) prior: the network's
+        # prior="isotropic" (its default is the per-layer fan-in prior)
         params["alpha"] = args.alpha
+        params["prior"] = "isotropic"
     return params
 
 

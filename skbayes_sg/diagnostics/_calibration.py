@@ -66,8 +66,9 @@ def expected_calibration_error(y_true, proba, n_bins=15, *, classes=None):
     >>> import numpy as np
     >>> from skbayes_sg.diagnostics import expected_calibration_error
     >>> proba = np.array([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7]])
+    >>> # one occupied bin (0.5, 1]: accuracy 2/3, mean confidence 2.2/3
     >>> round(expected_calibration_error([0, 1, 1], proba, n_bins=2), 4)
-    0.2667
+    0.0667
     """
     proba = _check_proba(proba)
     if not (isinstance(n_bins, (int, np.integer)) and not isinstance(n_bins, bool)
@@ -137,4 +138,4 @@ def predictive_entropy(proba):
     proba = _check_proba(proba)
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(proba > 0, proba * np.log(np.where(proba > 0, proba, 1.0)), 0.0)
-    return -terms.sum(axis=1)
+    return 0.0 - terms.sum(axis=1)  # 0.0 - 0.0: no negative zeros

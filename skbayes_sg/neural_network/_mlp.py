@@ -7,6 +7,7 @@ module imports without torch installed.
 
 import importlib
 import math
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -17,6 +18,8 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._schedules import schedule_plan
+from .._sampling._runner import FitProgress, interrupt_note, progress_guard
 from .._sampling._specs import (
     DYNAMICS,
     NETWORK,
@@ -57,10 +60,27 @@ _UNSUPPORTED_SUBSAMPLING = {
 _AUTO_MOMENTUM_DECAY = 0.1
 
 
+# training rows (evenly spaced, fixed at fit) whose log-likelihood per draw is
+# a convergence trace: without the weights' permutation symmetry, and cheap
+# next to the fit (a forward pass of every draw on these rows)
+DIAGNOSTIC_ROWS = 1000
+
+
 _TORCH_HINT = (
     "SGMCMCMLPClassifier needs PyTorch; install it with "
     "'pip install \"skbayes_sg[torch]\"'."
 )
+
+
+def _same(a, b):
+    """Whether a parameter value equals a default (numbers, sequences, None)."""
+    if a is None or b is None:
+        return a is b
+    try:
+        return bool(np.array_equal(np.asarray(a, dtype=np.float64),
+                                   np.asarray(b, dtype=np.float64)))
+    except (TypeError, ValueError):
+        return a == b
 
 
 def _import_torch_backend():
@@ -75,10 +95,12 @@ def _import_torch_backend():
 class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
 
-    The weights and biases ``theta`` of a fully connected network get the
-    prior ``N(0, alpha^-1 I)``; the likelihood is the softmax (for two
-    classes: logistic) cross-entropy *summed* over the training rows, so the
-    potential is ``U(theta) = alpha ||theta||^2 / 2 + sum_i w_i CE(y_i, f_theta(x_i))``
+    The weights of layer ``l`` of a fully connected network get the prior
+    ``N(0, prior_scale^2 / fan_in_l)`` and its biases ``N(0,
+    prior_bias_scale^2)`` (``prior="fan_in"``; ``prior="isotropic"``: every
+    weight and bias ``N(0, 1 / alpha)``); the likelihood is the softmax (for
+    two classes: logistic) cross-entropy *summed* over the training rows, so
+    the potential is ``U(theta) = -log p(theta) + sum_i w_i CE(y_i, f_theta(x_i))``
     and the target is ``exp(-U / temperature)``. The row weights ``w_i`` are
     1 unless ``fit`` gets ``sample_weight`` or the estimator a
     ``class_weight``: they are *frequency* weights, so integer weights give
@@ -166,12 +188,70 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         Keep every ``thin``-th step after the warm-up. A chain runs
         ``n_warmup + n_samples * thin`` steps.
 
-    n_chains : int, default=1
+    n_chains : int, default=4
         Independent chains, run one after the other, each with its own
-        seed and initialisation.
+        seed and initialisation. The model average pools them: chains in
+        different modes improve it more than more draws from one chain
+        (digits: log-loss 0.16 with one chain, 0.13 with four; see the user
+        guide).
 
     alpha : float, default=1.0
-        Prior precision: every weight and bias is ``N(0, 1 / alpha)``.
+        Prior precision of ``prior="isotropic"``: every weight and bias is
+        ``N(0, 1 / alpha)``. Set away from 1.0 with the fan-in prior it is
+        refused (``ValueError``): pass ``prior="isotropic"`` as well.
+
+    prior : {"fan_in", "isotropic"}, default="fan_in"
+        ``"fan_in"``: the weights of layer ``l`` (``fan_in`` inputs) are
+        ``N(0, s_l^2 / fan_in)`` with ``s_l`` from ``prior_scale``, the
+        biases ``N(0, prior_bias_scale^2)``, so every layer's pre-activations
+        have prior variance about ``s^2`` whatever its width (the scaling of
+        the usual initialisations). ``"isotropic"``: the prior of releases
+        before issue 26, ``N(0, 1 / alpha)`` for every weight and bias.
+
+    prior_scale : float or array-like of shape (n_layers - 1,), default=4.0
+        ``s``: one scale for every layer, or one per layer
+        (``len(hidden_layer_sizes) + 1`` numbers). 4.0 was chosen by
+        measurement at ``temperature=1`` (``benchmarks/bench_mlp_defaults.py``,
+        the user guide): 1-2 under-fit (the logits stay small, the model
+        average is under-confident), 7 and more spread the posterior so that
+        the model average gets less accurate and varies from seed to seed.
+        Only with ``prior="fan_in"``.
+
+    prior_bias_scale : float, default=1.0
+        Standard deviation of every bias under ``prior="fan_in"``.
+
+    hyperprior : (float, float) or None, default=None
+        ``(a, b)``: a ``Gamma(a, b)`` prior (shape, rate) on a precision
+        multiplier ``lambda_l`` of each layer's weights, which are then
+        ``N(0, s_l^2 / (lambda_l fan_in))``; ``lambda_l`` is redrawn from its
+        conditional (a Gibbs step, as the Bayesian networks of Chen et al.,
+        2014, and Li et al., 2016) once per data pass:
+        ``Gamma((a - 1 + n_l / 2) / T + 1, (b + fan_in ||W_l||^2 / (2 s_l^2)) / T)``
+        with ``n_l`` the layer's number of weights. None: ``lambda_l = 1``.
+        Only with ``prior="fan_in"``.
+
+    schedule : {"constant", "cyclical", "polynomial"}, default="constant"
+        Step-size schedule of each ``fit`` (or ``partial_fit`` call), for
+        every ``sampler``. ``"constant"``: ``step_size`` throughout.
+        ``"polynomial"``: ``step_size * (1 + k / t0) ** -power_t`` at step
+        ``k``, ``t0 = max(n_warmup, 1)``. ``"cyclical"`` (Zhang et al., ICLR
+        2020): ``n_warmup`` steps at ``step_size``, then ``n_cycles`` cosine
+        cycles ``step_size * (cos(pi j / L) + 1) / 2`` (step ``j`` of a cycle
+        of ``L`` steps); the first ``exploration_fraction`` of each cycle keeps
+        nothing, its sampling stage keeps every ``thin``-th state; the
+        ``n_samples`` draws are split evenly over the cycles, so a chain runs
+        ``n_warmup + n_samples * thin / (1 - exploration_fraction)`` steps
+        (rounded up per cycle). The value the friction ``"auto"`` resolves
+        to is that of ``step_size`` and stays fixed.
+
+    n_cycles : int, default=4
+        Cycles of ``schedule="cyclical"`` (at most ``n_samples``).
+
+    exploration_fraction : float in [0, 1), default=0.5
+        Share of each cycle that keeps no draws (``schedule="cyclical"``).
+
+    power_t : float, default=0.55
+        Exponent of ``schedule="polynomial"`` (Welling & Teh's ``gamma``).
 
     temperature : float, default=1.0
         Posterior temperature ``T``; the target is ``exp(-U / T)``.
@@ -235,8 +315,12 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         integer.
 
     verbose : int or bool, default=0
-        Print progress once per data pass: step, steps per second and the
-        mean minibatch cross-entropy.
+        Show progress as the linear estimators do: one line for the chains
+        (steps, rate, ETA and the mean minibatch cross-entropy of the last
+        data pass), redrawn in place in a terminal (a tqdm bar when tqdm is
+        installed), at most one line every few seconds in a log, and a final
+        line with the smallest bulk ESS and largest R-hat of the quantities
+        of :meth:`summary`.
 
     warm_start : bool, default=False
         When True, ``fit`` continues every chain from its last state
@@ -335,8 +419,8 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     ...                           random_state=0).fit(X, y)
     >>> clf.step_size_ == 0.2 / len(X)  # step_size="auto" for SGLD
     True
-    >>> clf.coef_samples_.shape
-    (1, 20, 131)
+    >>> clf.coef_samples_.shape  # 4 chains of 20 draws
+    (4, 20, 131)
     >>> clf.predict_proba(X[:2]).shape
     (2, 3)
     """
@@ -353,6 +437,14 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         "thin": [Interval(Integral, 1, None, closed="left")],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "alpha": [Interval(Real, 0, None, closed="left")],
+        "prior": [StrOptions({"fan_in", "isotropic"})],
+        "prior_scale": [Interval(Real, 0, None, closed="neither"), "array-like"],
+        "prior_bias_scale": [Interval(Real, 0, None, closed="neither")],
+        "hyperprior": [None, tuple, list],
+        "schedule": [StrOptions({"constant", "cyclical", "polynomial"})],
+        "n_cycles": [Interval(Integral, 1, None, closed="left")],
+        "exploration_fraction": [Interval(Real, 0, 1, closed="left")],
+        "power_t": [Interval(Real, 0, None, closed="left")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
         "class_weight": [StrOptions({"balanced"}), dict, None],
         **hyperparameter_constraints(),  # friction, inv_mass, n_leapfrog
@@ -380,8 +472,16 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         n_samples=100,
         n_warmup=1000,
         thin=10,
-        n_chains=1,
+        n_chains=4,
         alpha=1.0,
+        prior="fan_in",
+        prior_scale=4.0,
+        prior_bias_scale=1.0,
+        hyperprior=None,
+        schedule="constant",
+        n_cycles=4,
+        exploration_fraction=0.5,
+        power_t=0.55,
         temperature=1.0,
         class_weight=None,
         friction="auto",
@@ -409,6 +509,14 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         self.thin = thin
         self.n_chains = n_chains
         self.alpha = alpha
+        self.prior = prior
+        self.prior_scale = prior_scale
+        self.prior_bias_scale = prior_bias_scale
+        self.hyperprior = hyperprior
+        self.schedule = schedule
+        self.n_cycles = n_cycles
+        self.exploration_fraction = exploration_fraction
+        self.power_t = power_t
         self.temperature = temperature
         self.class_weight = class_weight
         self.friction = friction
@@ -439,6 +547,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             )
         self._validate_params()
         self._check_parameters_act()
+        self._check_prior_and_schedule()
         hidden = self.hidden_layer_sizes
         if isinstance(hidden, Integral):
             hidden = [hidden]
@@ -450,6 +559,97 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
                 f"{self.hidden_layer_sizes!r}."
             )
         return tuple(int(h) for h in hidden)
+
+    def _check_prior_and_schedule(self):
+        """The prior and schedule settings must act: refuse those that the
+        chosen ``prior`` / ``schedule`` would ignore, naming the fix."""
+        defaults = type(self)().get_params(deep=False)
+        if self.prior == "isotropic":
+            for name in ("prior_scale", "prior_bias_scale", "hyperprior"):
+                if not _same(getattr(self, name), defaults[name]):
+                    raise ValueError(
+                        f"{name}={getattr(self, name)!r} applies to prior='fan_in'; with "
+                        f"prior='isotropic' every weight and bias is N(0, 1/alpha). Set "
+                        f"prior='fan_in', or leave {name} at its default "
+                        f"({defaults[name]!r}).")
+        elif not _same(self.alpha, defaults["alpha"]):
+            raise ValueError(
+                f"alpha={self.alpha!r} sets the isotropic prior N(0, 1/alpha), which is "
+                f"not the prior in use (prior={self.prior!r}, weights N(0, "
+                "prior_scale**2 / fan_in)). Pass prior='isotropic' to use alpha, or set "
+                "prior_scale instead.")
+        if self.hyperprior is not None:
+            hp = self.hyperprior
+            ok = (isinstance(hp, (tuple, list)) and len(hp) == 2
+                  and all(isinstance(v, Real) and not isinstance(v, bool)
+                          and np.isfinite(v) and v > 0 for v in hp))
+            if not ok:
+                raise ValueError(
+                    "hyperprior must be None or a pair (shape, rate) of positive finite "
+                    f"numbers (a Gamma prior on each layer's precision), got {hp!r}; e.g. "
+                    "hyperprior=(1.0, 1.0).")
+        if self.schedule != "cyclical":
+            for name in ("n_cycles", "exploration_fraction"):
+                if not _same(getattr(self, name), defaults[name]):
+                    raise ValueError(
+                        f"{name}={getattr(self, name)!r} applies to schedule='cyclical', "
+                        f"not schedule={self.schedule!r}; set schedule='cyclical' or leave "
+                        f"{name} at its default ({defaults[name]!r}).")
+        elif self.n_cycles > self.n_samples:
+            raise ValueError(
+                f"schedule='cyclical' keeps at least one draw per cycle, so n_cycles "
+                f"({self.n_cycles}) must not exceed n_samples ({self.n_samples}); lower "
+                "n_cycles or raise n_samples.")
+        if self.schedule != "polynomial" and not _same(self.power_t, defaults["power_t"]):
+            raise ValueError(
+                f"power_t={self.power_t!r} applies to schedule='polynomial', not "
+                f"schedule={self.schedule!r}; set schedule='polynomial' or leave power_t "
+                f"at its default ({defaults['power_t']!r}).")
+
+    def _prior_layers(self, layer_sizes):
+        """``[(weight scale s, bias scale s_b)]`` per layer for the fan-in
+        prior (weights ``N(0, s^2 / fan_in)``, biases ``N(0, s_b^2)``), or None
+        for the isotropic prior."""
+        if self.prior == "isotropic":
+            return None
+        return [(s, float(self.prior_bias_scale))
+                for s in self._layer_scales(len(layer_sizes) - 1)]
+
+    def _layer_scales(self, n_layers):
+        """``prior_scale`` as one weight scale per layer (checked)."""
+        scales = np.atleast_1d(np.asarray(self.prior_scale, dtype=np.float64)).ravel()
+        if scales.size == 1:
+            scales = np.repeat(scales, n_layers)
+        if (scales.size != n_layers or not np.all(np.isfinite(scales))
+                or not np.all(scales > 0)):
+            raise ValueError(
+                f"prior_scale must be a positive number or one positive number per layer "
+                f"({n_layers} here: len(hidden_layer_sizes) + 1), got {self.prior_scale!r}.")
+        return [float(v) for v in scales]
+
+    def _log_prior(self, theta):
+        """Log prior density of draws ``theta`` (shape (..., n_params_)), up
+        to a constant; with a hyperprior, the marginal over the layers'
+        precisions (a multivariate Student t per layer)."""
+        theta = np.asarray(theta, dtype=np.float64)
+        if self.prior == "isotropic":
+            return -0.5 * float(self.alpha) * np.einsum("...k,...k->...", theta, theta)
+        sb = float(self.prior_bias_scale)
+        out = np.zeros(theta.shape[:-1])
+        pos = 0
+        for s, fi, fo in zip(self._layer_scales(self.n_layers_ - 1), self.layer_sizes_[:-1],
+                             self.layer_sizes_[1:]):
+            W = theta[..., pos:pos + fi * fo]
+            b = theta[..., pos + fi * fo:pos + fi * fo + fo]
+            ssw = np.einsum("...k,...k->...", W, W) * fi / (s * s)
+            if self.hyperprior is None:
+                out -= 0.5 * ssw
+            else:
+                a, rate = self.hyperprior
+                out -= (a + 0.5 * fi * fo) * np.log(rate + 0.5 * ssw)
+            out -= 0.5 * np.einsum("...k,...k->...", b, b) / (sb * sb)
+            pos += fi * fo + fo
+        return out
 
     def _check_parameters_act(self):
         """A sampler hyperparameter set away from its default must act on the
@@ -500,7 +700,11 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             "subsampling": self.subsampling,
             "step_size": h,
             "batch_size": int(batch_size),
-            "alpha": float(self.alpha),
+            # the fan-in prior's precisions are a vector the runner adds to
+            # every estimate; the dynamics' exact scalar term is then 0
+            "alpha": float(self.alpha) if self.prior == "isotropic" else 0.0,
+            "hyperprior": (None if self.hyperprior is None
+                           else tuple(float(v) for v in self.hyperprior)),
             "temperature": float(self.temperature),
             "friction": gamma,
             "inv_mass": float(self.inv_mass),
@@ -562,6 +766,14 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         FloatingPointError
             If a chain diverges (non-finite parameters); the message names
             ``step_size`` and a smaller value to try.
+
+        Warns
+        -----
+        MCMCConvergenceWarning
+            When the permutation-invariant quantities of :meth:`summary` have
+            a split R-hat above 1.01, or a bulk or tail effective sample size
+            below 100 per chain; the message (that of :meth:`check_convergence`)
+            names the ``n_samples``, ``thin`` and ``n_warmup`` to use.
         """
         hidden = self._check_params()
         X, y = validate_data(self, X, y, reset=True, dtype=[np.float64, np.float32])
@@ -571,8 +783,10 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         continuing = self.warm_start and hasattr(self, "_chain_states")
         if continuing:
             self._check_continuation(classes, hidden)
-        return self._fit(X, y, classes, hidden, continuing=continuing, append=False,
-                         weights=weights)
+        self._fit(X, y, classes, hidden, continuing=continuing, append=False,
+                  weights=weights)
+        self._warn_if_unreliable()
+        return self
 
     def _row_weights(self, X, y, sample_weight):
         """The rows' frequency weights, ``sample_weight`` times the
@@ -695,6 +909,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         # the amount of data in the potential: rows, or their total weight
         n_data = n_rows if weights is None else float(np.sum(weights))
         params = self._sampler_params(batch_size, n_data)
+        params["prior_layers"] = self._prior_layers(net.layer_sizes)
 
         y_idx = np.searchsorted(classes, y)
         X = np.asarray(X)
@@ -717,15 +932,24 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             states = [None] * int(self.n_chains)
             seeds = self._chain_seeds()
             n_warmup = int(self.n_warmup)
-            self.n_grad_evals_ = 0
-            self.n_steps_ = 0
         n_keep, thin = int(self.n_samples), int(self.thin)
-        n_steps = n_warmup + n_keep * thin
+        n_steps, step_factors, keep = schedule_plan(
+            self.schedule, n_warmup=n_warmup, n_samples=n_keep, thin=thin,
+            n_cycles=self.n_cycles, exploration_fraction=self.exploration_fraction,
+            power_t=self.power_t)
 
         draws = np.empty((len(states), n_keep, net.n_params), dtype=np.float32)
         new_states, modes = [], []
-        accepted = proposals = 0
-        with torch.no_grad():
+        accepted = proposals = n_grad_evals = 0
+        # one progress line for the chains (run one after the other) and a
+        # final one with ESS and R-hat, as the linear estimators
+        progress = FitProgress(len(states), self.verbose) if self.verbose else None
+        if progress is not None:
+            progress.expect("warm-up and sampling" if n_warmup else "sampling", n_steps,
+                            exact=True)
+        # an interrupted fit changes nothing (a warm start continues as before)
+        with torch.no_grad(), progress_guard(progress), \
+                interrupt_note(type(self).__name__, continuing):
             for c, (saved, seed) in enumerate(zip(states, seeds)):
                 gen = torch.Generator(device=device)
                 gen.manual_seed(seed)
@@ -737,12 +961,12 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
                 if self.subsampling == "cv":
                     modes.append(runner.state["anchor"].float().cpu().numpy())
                 out = torch.empty((n_keep, net.n_params), dtype=dtype)
-                label = f"[chain {c + 1}/{len(states)}] " if self.verbose else ""
                 runner.run(n_steps, n_warmup=n_warmup, thin=thin, samples=out,
-                           chain_label=label)
+                           step_factors=step_factors, keep=keep,
+                           progress=progress)
                 draws[c] = out.float().numpy()
                 new_states.append(runner.dump_state())
-                self.n_grad_evals_ += runner.n_grad_evals
+                n_grad_evals += runner.n_grad_evals
                 accepted += new_states[-1]["ewsg_accept"]
                 proposals += new_states[-1]["ewsg_proposals"]
 
@@ -750,6 +974,11 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             self.coef_samples_ = np.concatenate([self.coef_samples_, draws], axis=1)
         else:
             self.coef_samples_ = draws
+        if not (append and continuing):
+            # the rows of the convergence trace; partial_fit keeps its first ones
+            m = min(n_rows, DIAGNOSTIC_ROWS)
+            rows = (np.arange(m) * n_rows) // m
+            self._diagnostic_rows = (np.array(X[rows]), y_idx[rows])
         self._chain_states = new_states
         self.classes_ = classes
         self.layer_sizes_ = net.layer_sizes
@@ -757,6 +986,9 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         self.n_outputs_ = n_out
         self.out_activation_ = "logistic" if binary else "softmax"
         self.n_params_ = net.n_params
+        if not continuing:
+            self.n_grad_evals_ = self.n_steps_ = 0
+        self.n_grad_evals_ += n_grad_evals
         self.n_steps_ += n_steps
         self.ewsg_acceptance_rate_ = (
             accepted / proposals if self.subsampling == "ewsg" and proposals else None
@@ -770,6 +1002,10 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         self.batch_size_ = int(batch_size)
         self.friction_ = (params["friction"]
                           if "friction" in DYNAMICS[self.sampler].hyperparameters else None)
+        if progress is not None:
+            from ..diagnostics._convergence import bulk_ess_and_rhat
+            ess, rhat = bulk_ess_and_rhat(self._convergence_draws()[0])
+            progress.finish(ess, rhat, note="on the log-likelihood and weight norms")
         return self
 
     # ------------------------------------------------------------------
@@ -814,7 +1050,10 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         y = np.asarray(y)
         if not np.all(np.isin(y, self.classes_)):
             raise ValueError("y contains labels not in classes_.")
-        y_idx = np.searchsorted(self.classes_, y)
+        return self._rows_log_likelihood(X, np.searchsorted(self.classes_, y))
+
+    def _rows_log_likelihood(self, X, y_idx):
+        """:meth:`_draw_log_likelihood` of validated rows and class indices."""
         backend = _import_torch_backend()
         import torch
 
@@ -824,6 +1063,240 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             net, draws, X, y_idx, device=self._resolve_device(torch),
             dtype=backend.torch_dtype(self.dtype), max_draws=self.max_draws_in_memory)
         return ll.reshape(self.coef_samples_.shape[:2])
+
+    def _pointwise_log_proba(self, X):
+        """Yield ``(draws slice, rows slice, log_proba)`` with ``log_proba``
+        of shape (draws, rows, n_classes), float64: every draw's class
+        log-probabilities, in the memory-bounded blocks of the prediction."""
+        backend = _import_torch_backend()
+        import torch
+
+        net = backend.MLPNet(self.layer_sizes_, self.activation, self.n_outputs_ == 1)
+        draws = np.ascontiguousarray(self.coef_samples_.reshape(-1, self.n_params_))
+        device, dtype = self._resolve_device(torch), backend.torch_dtype(self.dtype)
+        d_block, rows = backend._prediction_blocks(net, draws.shape[0],
+                                                   self.max_draws_in_memory)
+        with torch.no_grad():
+            for r0 in range(0, X.shape[0], rows):
+                Xt = torch.as_tensor(X[r0:r0 + rows]).to(device=device, dtype=dtype)
+                for d0 in range(0, draws.shape[0], d_block):
+                    chunk = torch.as_tensor(draws[d0:d0 + d_block]).to(device=device,
+                                                                       dtype=dtype)
+                    lp = net.draws_log_proba(chunk, Xt).double().cpu().numpy()
+                    yield (slice(d0, d0 + lp.shape[0]), slice(r0, r0 + lp.shape[1]), lp)
+
+    # ------------------------------------------------------------------
+    # diagnostics
+    # ------------------------------------------------------------------
+    def _convergence_draws(self):
+        """Permutation-invariant quantities per draw, shape (n_chains,
+        n_kept, n_layers_): the log-likelihood of the fixed diagnostic rows
+        (up to ``DIAGNOSTIC_ROWS`` training rows), then the Frobenius norm of
+        each layer's weight matrix; and their labels.
+
+        The weights themselves are identified only up to permutations (and,
+        for odd activations, sign flips) of the hidden units, so chains in
+        different but equivalent modes disagree on them while predicting
+        alike; these quantities are the same in every such mode, so R-hat
+        and ESS on them are meaningful. Cached until the draws change.
+        """
+        check_is_fitted(self)
+        cache = getattr(self, "_convergence_cache", None)
+        if cache is not None and cache[0] is self.coef_samples_:
+            return cache[1], cache[2]
+        X, y_idx = self._diagnostic_rows
+        coef = self.coef_samples_
+        quantities = [self._rows_log_likelihood(X, y_idx)]
+        labels = ["log_likelihood"]
+        pos = 0
+        for layer, (fi, fo) in enumerate(zip(self.layer_sizes_[:-1], self.layer_sizes_[1:])):
+            W = coef[:, :, pos:pos + fi * fo].astype(np.float64)
+            quantities.append(np.sqrt(np.einsum("cdk,cdk->cd", W, W)))
+            labels.append(f"weight_norm[{layer + 1}]")
+            pos += fi * fo + fo
+        draws = np.stack(quantities, axis=-1)
+        self._convergence_cache = (self.coef_samples_, draws, labels)
+        return draws, labels
+
+    def _warn_if_unreliable(self):
+        """The linear estimators' convergence warning, on the quantities of
+        :meth:`_convergence_draws` (one writer of the advice)."""
+        from ..diagnostics._advice import assess, convergence_messages
+        from ..diagnostics._convergence import MCMCConvergenceWarning
+
+        messages = convergence_messages(self, assess(self))
+        if messages:
+            warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=3)
+
+    def _mixing_hint(self):
+        hints = []
+        if self.sampler == "sgld":
+            hints.append("sampler='sghmc' often explores faster at the same cost per step.")
+        if self.coef_samples_.shape[0] == 1:
+            hints.append("More chains (n_chains=4) give R-hat independent runs to compare.")
+        return " ".join(hints)
+
+    def summary(self, quantiles=(0.05, 0.5, 0.95), names=None):
+        """Posterior summary of the network's permutation-invariant quantities.
+
+        One row per quantity: ``log_likelihood``, the log-likelihood of up
+        to ``DIAGNOSTIC_ROWS`` training rows (evenly spaced, fixed at
+        ``fit``) under each draw, and ``weight_norm[l]``, the Frobenius norm
+        of layer ``l``'s weight matrix. A table of the weights themselves
+        would mislead: they are identified only up to permutations of the
+        hidden units, so their R-hat is large whenever chains settle in
+        equivalent modes. See :func:`skbayes_sg.diagnostics.summary`.
+
+        Parameters
+        ----------
+        quantiles : sequence of float in [0, 1], default=(0.05, 0.5, 0.95)
+            Posterior quantiles to report.
+        names : sequence of str or None, default=None
+            Row labels in place of the default ones (``n_layers_`` of them).
+
+        Returns
+        -------
+        table : pandas.DataFrame or SummaryTable
+            Columns ``mean``, ``sd``, the quantiles, ``ess_bulk``,
+            ``ess_tail`` and ``r_hat``.
+        """
+        from ..diagnostics import summary
+        return summary(self, quantiles=quantiles, names=names)
+
+    def check_convergence(self, *, rhat_threshold=1.01, min_ess_per_chain=None):
+        """Warn when the chains have not converged (R-hat) or mixed (ESS).
+
+        The check of the warning at the end of :meth:`fit`, on the quantities
+        of :meth:`summary`. See
+        :func:`skbayes_sg.diagnostics.check_convergence`.
+
+        Parameters
+        ----------
+        rhat_threshold : float, default=1.01
+            Largest acceptable rank-normalised split R-hat.
+        min_ess_per_chain : float or None, default=None
+            Smallest acceptable bulk and tail ESS per chain (None: 100).
+
+        Returns
+        -------
+        converged : bool
+            True when every quantity passes both checks; otherwise an
+            ``MCMCConvergenceWarning`` names what to change.
+        """
+        from ..diagnostics import check_convergence
+        return check_convergence(self, rhat_threshold=rhat_threshold,
+                                 min_ess_per_chain=min_ess_per_chain)
+
+    def to_inference_data(self, X=None, y=None, *, posterior_predictive=None,
+                          random_state=None):
+        """The draws as an ``arviz.InferenceData`` (needs the ``arviz`` extra).
+
+        Parameters
+        ----------
+        X, y : array-like or None, default=None
+            Observations: with them the export holds ``log_likelihood`` (``y``,
+            dims ``(chain, draw, obs)``, for ``az.loo`` and ``az.compare``),
+            ``observed_data`` and the log posterior ``lp`` in
+            ``sample_stats``.
+        posterior_predictive : bool or None, default=None
+            Draw a class at every row of ``X`` once per posterior draw
+            (``posterior_predictive`` group, dims ``(chain, draw, obs)``;
+            needs ``X``). None: True when ``X`` comes without ``y``.
+        random_state : int, RandomState instance or None, default=None
+            Seeds the posterior predictive draws.
+
+        Returns
+        -------
+        idata : arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
+            ``posterior`` holds, per layer ``l``, the weights ``W{l}`` (dims
+            ``(chain, draw, layer{l}_in, layer{l}_out)``) and biases ``b{l}``
+            (``(chain, draw, layer{l}_out)``), and the permutation-invariant
+            quantities of :meth:`summary`: ``log_likelihood_rows`` and
+            ``weight_norm`` (dims ``(chain, draw, layer)``). Check
+            convergence on the latter (``az.summary(idata, var_names=
+            ["log_likelihood_rows", "weight_norm"])``): the weights' R-hat
+            is inflated by the hidden units' permutation symmetry.
+        """
+        from ..diagnostics._arviz import _arviz_major, _import_arviz
+        from .._version import __version__
+
+        az = _import_arviz()
+        check_is_fitted(self)
+        if posterior_predictive is None:
+            posterior_predictive = X is not None and y is None
+        if X is None and (y is not None or posterior_predictive):
+            raise ValueError("to_inference_data needs X: with y for the log likelihood, alone "
+                             "(or with posterior_predictive=True) for posterior predictive "
+                             "draws at X; pass X.")
+        if X is not None and y is None and not posterior_predictive:
+            raise ValueError("to_inference_data got X without y and posterior_predictive="
+                             "False: pass y for the log likelihood, or leave "
+                             "posterior_predictive at its default for posterior predictive "
+                             "draws at X.")
+        chains, n_draws = self.coef_samples_.shape[:2]
+        posterior, dims, coords = {}, {}, {}
+        pos = 0
+        for layer, (fi, fo) in enumerate(zip(self.layer_sizes_[:-1], self.layer_sizes_[1:]),
+                                         start=1):
+            posterior[f"W{layer}"] = self.coef_samples_[:, :, pos:pos + fi * fo].reshape(
+                chains, n_draws, fi, fo)
+            posterior[f"b{layer}"] = self.coef_samples_[:, :, pos + fi * fo:pos + fi * fo + fo]
+            dims[f"W{layer}"] = [f"layer{layer}_in", f"layer{layer}_out"]
+            dims[f"b{layer}"] = [f"layer{layer}_out"]
+            pos += fi * fo + fo
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None:
+            coords["layer1_in"] = [str(v) for v in names]
+        invariant, _ = self._convergence_draws()
+        posterior["log_likelihood_rows"] = invariant[:, :, 0]
+        posterior["weight_norm"] = invariant[:, :, 1:]
+        dims["weight_norm"] = ["layer"]
+        coords["layer"] = np.arange(1, self.n_layers_)
+        attrs = {"inference_library": "skbayes_sg", "inference_library_version": __version__,
+                 "estimator": type(self).__name__, "sampler": self.sampler,
+                 "subsampling": self.subsampling, "step_size": self.step_size_,
+                 "n_grad_evals": self.n_grad_evals_,
+                 "diagnostic_rows": int(self._diagnostic_rows[0].shape[0])}
+        sample_stats = {"diverging": np.zeros((chains, n_draws), dtype=bool),
+                        "step_size": np.full((chains, n_draws), float(self.step_size_))}
+        groups = {}
+        if X is not None:
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+            if y is not None:
+                y = np.asarray(y).ravel()
+                if not np.all(np.isin(y, self.classes_)):
+                    raise ValueError("y contains labels not in classes_.")
+                y_idx = np.searchsorted(self.classes_, y)
+                loglik = np.empty((chains * n_draws, X.shape[0]))
+            pred = np.empty((chains * n_draws, X.shape[0]), dtype=np.int64) \
+                if posterior_predictive else None
+            rng = check_random_state(random_state)
+            for d, r, lp in self._pointwise_log_proba(X):
+                if y is not None:
+                    loglik[d, r] = np.take_along_axis(
+                        lp, np.broadcast_to(y_idx[r][None, :, None], lp.shape[:2] + (1,)),
+                        axis=2)[..., 0]
+                if pred is not None:   # inverse-CDF draw of one class per draw and row
+                    cdf = np.cumsum(np.exp(lp), axis=2)
+                    u = rng.uniform(size=lp.shape[:2] + (1,)) * cdf[..., -1:]
+                    pred[d, r] = np.minimum((cdf < u).sum(axis=2), lp.shape[2] - 1)
+            dims["y"] = ["obs"]
+            coords["obs"] = np.arange(X.shape[0])
+            if y is not None:
+                loglik = loglik.reshape(chains, n_draws, -1)
+                groups["log_likelihood"] = {"y": loglik}
+                groups["observed_data"] = {"y": y}
+                theta = self.coef_samples_.astype(np.float64)
+                sample_stats["lp"] = loglik.sum(axis=2) + self._log_prior(theta)
+            if pred is not None:
+                groups["posterior_predictive"] = {
+                    "y": self.classes_[pred].reshape(chains, n_draws, -1)}
+        if _arviz_major(az) >= 1:   # ArviZ 1.x (arviz-base): a DataTree
+            return az.from_dict({"posterior": posterior, "sample_stats": sample_stats,
+                                 **groups}, coords=coords, dims=dims,
+                                attrs={"posterior": attrs})
+        return az.from_dict(posterior=posterior, sample_stats=sample_stats, coords=coords,
+                            dims=dims, posterior_attrs=attrs, **groups)
 
     def predict_proba(self, X):
         """Bayesian-model-average class probabilities.

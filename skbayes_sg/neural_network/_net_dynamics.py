@@ -104,6 +104,15 @@ class NetworkDynamics:
         self.T = float(p["temperature"])
         self.alpha = float(p["alpha"])
 
+    def set_step_size(self, h):
+        """Change the step size ``h`` (a step schedule), recomputing the
+        coefficients that depend on it; the friction stays as set."""
+        self.h = float(h)
+        self._coefficients()
+
+    def _coefficients(self):
+        """Recompute the step's coefficients from ``self.h`` (none here)."""
+
     # ------------------------------------------------------------ state
     def init_state(self, st):
         """Add this dynamics' entries that ``st`` lacks (a fresh chain, or
@@ -170,6 +179,9 @@ class SGLD(NetworkDynamics):
 
     def __init__(self, runner):
         super().__init__(runner)
+        self._coefficients()
+
+    def _coefficients(self):
         self.s = math.sqrt(2.0 * self.h * self.T)
 
     def update(self, st, buf, c):
@@ -196,9 +208,12 @@ class PSGLD(NetworkDynamics):
 
     def __init__(self, runner):
         super().__init__(runner)
-        self.s = math.sqrt(2.0 * self.h * self.T)
+        self._coefficients()
         self.inv_n = 1.0 / runner.n_eff  # the mean gradient is g / n
         self.v_weight = (1.0 - PSGLD_DECAY) / float(runner.n_eff) ** 2
+
+    def _coefficients(self):
+        self.s = math.sqrt(2.0 * self.h * self.T)
 
     def prepare(self, st, buf, c):
         # not at zero, which would make the first steps 1 / lambda times too
@@ -250,6 +265,9 @@ class SGHMC(NetworkDynamics):
     def __init__(self, runner):
         super().__init__(runner)
         self.gamma = float(runner.p["friction"])
+        self._coefficients()
+
+    def _coefficients(self):
         self.s = math.sqrt(2.0 * self.gamma * self.T * self.h)
         self.keep = 1.0 - self.h * self.gamma
 
@@ -287,9 +305,14 @@ class BAOAB(NetworkDynamics):
 
     def __init__(self, runner):
         super().__init__(runner)
-        gamma = float(runner.p["friction"])
-        self.decay = math.exp(-gamma * self.h)
-        self.s = math.sqrt(-self.T * math.expm1(-2.0 * gamma * self.h))
+        self.gamma = float(runner.p["friction"])
+        self._coefficients()
+        # the step size of the previous step: its closing half-kick is pending
+        self._h_last = self.h
+
+    def _coefficients(self):
+        self.decay = math.exp(-self.gamma * self.h)
+        self.s = math.sqrt(-self.T * math.expm1(-2.0 * self.gamma * self.h))
 
     def init_state(self, st):
         super().init_state(st)
@@ -297,11 +320,14 @@ class BAOAB(NetworkDynamics):
             st["p_mid"] = False
 
     def kick(self, st):
-        return self.h if st["p_mid"] else 0.5 * self.h
+        # the pending closing half-kick of the previous step (its step size)
+        # and the opening one of this step: h with a constant step
+        return 0.5 * self.h + (0.5 * self._h_last if st["p_mid"] else 0.0)
 
     def apply(self, st, buf, c):
         super().apply(st, buf, c)
         st["p_mid"] = True
+        self._h_last = self.h
 
     def update(self, st, buf, c):
         g = self.g_hat(st, buf, c)
@@ -336,6 +362,9 @@ class SGNHT(NetworkDynamics):
     def __init__(self, runner):
         super().__init__(runner)
         self.A = float(runner.p["friction"])
+        self._coefficients()
+
+    def _coefficients(self):
         self.s = math.sqrt(2.0 * self.A * self.T * self.h)
 
     def init_state(self, st):
@@ -385,11 +414,15 @@ class ULD(NetworkDynamics):
     def __init__(self, runner):
         super().__init__(runner)
         self.u = float(runner.p.get("inv_mass", 1.0))
+        self.gamma = float(runner.p["friction"])
+        self._coefficients()
+        self._xi2 = torch.empty_like(runner.noise)  # the second noise vector
+
+    def _coefficients(self):
         (self.e_xx, self.e_xv, self.e_vx, self.e_vv, self.f_x, self.f_v,
          self.l_vv, self.l_xv, self.l_xx) = uld_coefficients(
-            self.h, float(runner.p["friction"]), self.u, self.T, 0.0)
+            self.h, self.gamma, self.u, self.T, 0.0)
         assert self.e_vx == 0.0 and self.e_xx == 1.0  # kappa = 0
-        self._xi2 = torch.empty_like(runner.noise)  # the second noise vector
 
     def momentum_variance(self):
         return self.u * self.T

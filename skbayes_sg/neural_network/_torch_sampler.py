@@ -23,7 +23,6 @@ operations.
 """
 
 import math
-import time
 
 import numpy as np
 import torch
@@ -334,8 +333,11 @@ class ChainRunner:
     params : dict
         ``sampler, subsampling, step_size, batch_size, alpha, temperature,
         friction, ewsg_chain_length, snapshot_period, map_epochs,
-        map_learning_rate, verbose`` and optionally ``inv_mass`` (default 1)
-        and ``n_leapfrog`` (default 10).
+        map_learning_rate, verbose`` and optionally ``inv_mass`` (default 1),
+        ``n_leapfrog`` (default 10), ``prior_layers`` (``[(s_l, s_b)]`` per
+        layer: the fan-in prior, weights ``N(0, s_l^2 / fan_in)`` and biases
+        ``N(0, s_b^2)``, with ``alpha`` 0; None: the isotropic ``alpha``) and
+        ``hyperprior`` (``(a, b)``: Gibbs steps on each layer's precision).
     generator : torch.Generator
         The chain's generator (on the device).
     weights : tensor of shape (n,) or None, default=None
@@ -389,7 +391,61 @@ class ChainRunner:
             # the proposed candidate's gradient
             self._cand = torch.empty(P, device=self.device, dtype=self.dtype)
         self._ewsg_work = []  # scratch of the dynamics' EWSG energies
+        # per-layer prior (params["prior_layers"]): the prior term is then a
+        # vector of precisions, added to every estimate (the dynamics' scalar
+        # alpha is 0); None: the isotropic prior alpha, exact in the dynamics
+        self.prior_layers = params.get("prior_layers")
+        self.hyperprior = params.get("hyperprior")
+        self.prior_prec = None
+        if self.prior_layers is not None:
+            if float(params["alpha"]) != 0.0:
+                raise ValueError("a per-layer prior needs params['alpha'] = 0")
+            self.prior_prec = torch.empty(P, device=self.device, dtype=self.dtype)
+            self._layer_lambda = np.ones(len(net.layers))
+            self._fill_prior()
         self.dynamics = NETWORK_DYNAMICS[params["sampler"]](self)
+
+    # ----------------------------------------------------------- prior
+    def _fill_prior(self):
+        """``prior_prec`` <- the precisions of the per-layer prior: layer
+        ``l``'s weights ``lambda_l * fan_in / s_l**2`` (``lambda_l = 1``
+        without a hyperprior), its biases ``1 / s_b**2``."""
+        for (fi, fo, w0, b0, end), (w_scale, b_scale), lam in zip(
+                self.net.layers, self.prior_layers, self._layer_lambda):
+            self.prior_prec[w0:b0].fill_(float(lam) * fi / (w_scale * w_scale))
+            self.prior_prec[b0:end].fill_(1.0 / (b_scale * b_scale))
+
+    def add_prior_grad(self, buf, theta, c):
+        """``buf += prior_prec * theta / c``: the estimate ``c * buf`` then
+        holds the prior term (a no-op for the isotropic prior, which the
+        dynamics add exactly)."""
+        if self.prior_prec is not None:
+            buf.addcmul_(self.prior_prec, theta, value=1.0 / c)
+        return buf
+
+    def gibbs_prior(self):
+        """Gibbs update of the per-layer precision multipliers ``lambda_l``
+        (``hyperprior=(a, b)``, a Gamma(a, b) prior on each): given the
+        weights ``W_l`` (``n_l`` numbers, prior ``N(0, s_l^2 / (lambda_l
+        fan_in))``), ``lambda_l`` is drawn from the conditional of the target
+        ``exp(-U / T)``: Gamma with shape ``(a - 1 + n_l / 2) / T + 1`` and
+        rate ``(b + fan_in ||W_l||^2 / (2 s_l^2)) / T`` (at ``T = 1``:
+        ``a + n_l / 2`` and ``b + fan_in ||W_l||^2 / (2 s_l^2)``). The gamma
+        variates come from a numpy generator seeded by the chain's
+        generator, so the chain stays reproducible."""
+        a, b = self.hyperprior
+        T = float(self.p["temperature"])
+        theta = self.state["theta"]
+        seed = int(torch.randint(0, 2 ** 62, (1,), generator=self.g, device=self.device))
+        rng = np.random.default_rng(seed)
+        for k, ((fi, fo, w0, b0, end), (w_scale, _)) in enumerate(
+                zip(self.net.layers, self.prior_layers)):
+            W = theta[w0:b0]
+            ss = float(torch.dot(W, W)) * fi / (w_scale * w_scale)
+            shape = (a - 1.0 + 0.5 * fi * fo) / T + 1.0
+            rate = (b + 0.5 * ss) / T
+            self._layer_lambda[k] = rng.gamma(shape, 1.0 / rate)
+        self._fill_prior()
 
     def ewsg_work(self, k=0):
         """Scratch vector ``k`` (``P`` numbers) of the EWSG energies."""
@@ -454,6 +510,8 @@ class ChainRunner:
         out["normal_stream"] = (None if self.normal_stream is None
                                 else self.normal_stream.get_state())
         out["n_data"] = int(self.n)
+        out["layer_lambda"] = (None if self.prior_prec is None
+                               else self._layer_lambda.copy())
         return out
 
     def load_state(self, saved):
@@ -481,6 +539,11 @@ class ChainRunner:
         else:  # a fresh chain, or one continued on another device
             self._seed_normal_stream()
         self.state = st
+        lam = saved.get("layer_lambda")
+        if (self.prior_prec is not None and self.hyperprior is not None
+                and lam is not None and len(lam) == len(self._layer_lambda)):
+            self._layer_lambda = np.array(lam, dtype=np.float64)
+            self._fill_prior()
         # what this sampler needs and the saved chain lacks (another sampler's)
         self.dynamics.init_state(st)
         if self.p["subsampling"] == "cv" and st["anchor"] is None:
@@ -544,7 +607,8 @@ class ChainRunner:
                 idx = self.next_batch()
                 with torch.no_grad():
                     self.batch_grad(w, idx, self.grad_buf)
-                    grad = self.grad_buf.mul(self.scale).add_(w, alpha=alpha).div_(self.n_eff)
+                    grad = self.grad_buf.mul(self.scale).add_(w, alpha=alpha)
+                    self.add_prior_grad(grad, w, 1.0).div_(self.n_eff)
                 w.grad = grad
                 opt.step()
             theta = w.detach().clone()
@@ -574,8 +638,10 @@ class ChainRunner:
             self.batch_grad(self.state["anchor"], idx, self.grad_buf2)
             # anchor_grad + (n/b) (sum_S grad U_j(theta) - sum_S grad U_j(anchor))
             buf.sub_(self.grad_buf2).mul_(self.scale).add_(self.anchor_grad)
+            self.add_prior_grad(buf, theta, 1.0)
             return loss, buf, 1.0
         loss = self.batch_grad(theta, idx, buf)
+        self.add_prior_grad(buf, theta, self.scale)
         return loss, buf, self.scale
 
     def _ewsg_energy_fn(self, theta):
@@ -623,7 +689,8 @@ class ChainRunner:
         return loss, buf, c
 
     # ----------------------------------------------------------- driver
-    def run(self, n_steps, *, n_warmup, thin, samples, chain_label=""):
+    def run(self, n_steps, *, n_warmup, thin, samples, progress=None,
+            step_factors=None, keep=None):
         """Run ``n_steps`` steps; after ``n_warmup`` keep every ``thin``-th.
 
         Parameters
@@ -634,31 +701,45 @@ class ChainRunner:
         thin : int
         samples : tensor of shape (n_keep, P) on the CPU
             Receives the kept draws.
-        chain_label : str
-            Prefix of verbose lines.
+        progress : FitProgress or None
+            Receives the steps done (and, once per data pass, the mean
+            minibatch cross-entropy as a note).
+        step_factors : ndarray of shape (n_steps,) or None
+            Step ``k`` uses the step size ``step_size * step_factors[k]`` (a
+            step schedule); None: ``step_size`` throughout.
+        keep : ndarray of bool, shape (n_steps,), or None
+            Keep the state after step ``k`` where ``keep[k]`` (in place of
+            the ``n_warmup`` / ``thin`` rule); the cyclical schedule's.
         """
         st = self.state
         p = self.p
+        h0 = float(p["step_size"])
+        gibbs_every = (max(1, int(math.ceil(self.n / self.b)))
+                       if self.hyperprior is not None and self.prior_prec is not None else 0)
         estimate = self.ewsg_estimate if p["subsampling"] == "ewsg" else self.estimate
         svrg = p["subsampling"] == "svrg"
         period = p["snapshot_period"] or int(math.ceil(self.n / self.b))
-        verbose = p["verbose"]
+        verbose = progress is not None
         report_every = max(1, int(math.ceil(self.n / self.b)))
         loss_acc = torch.zeros((), device=self.device, dtype=self.dtype)
         n_acc = 0
-        t0 = time.perf_counter()
         kept = 0
         for k in range(n_steps):
             if svrg and (st["anchor"] is None or st["since_snapshot"] >= period):
                 st["anchor"] = st["theta"].clone()
                 self.anchor_grad = self.full_grad(st["anchor"])
                 st["since_snapshot"] = 0
+            if step_factors is not None:
+                self.dynamics.set_step_size(h0 * float(step_factors[k]))
             # one step of the dynamics: one estimate (K + 1 for leapfrog)
             loss = self.dynamics.step(st, estimate)
             st["step"] += 1
+            if gibbs_every and st["step"] % gibbs_every == 0:
+                self.gibbs_prior()
             if svrg:
                 st["since_snapshot"] += 1
-            if k >= n_warmup and (k - n_warmup + 1) % thin == 0:
+            if (keep[k] if keep is not None
+                    else k >= n_warmup and (k - n_warmup + 1) % thin == 0):
                 samples[kept].copy_(st["theta"])
                 kept += 1
             if (k + 1) % _FINITE_CHECK_EVERY == 0 and not bool(torch.isfinite(st["theta"]).all()):
@@ -667,14 +748,12 @@ class ChainRunner:
                 loss_acc += loss
                 n_acc += 1
                 if (k + 1) % report_every == 0 or k + 1 == n_steps:
-                    elapsed = time.perf_counter() - t0
                     # per unit of weight: b rows carry b * n_eff / n of it on average
                     mean_loss = float(loss_acc) / (n_acc * self.b * self.n_eff / self.n)
-                    print(f"{chain_label}step {k + 1}/{n_steps}, "
-                          f"{(k + 1) / max(elapsed, 1e-12):.1f} steps/s, "
-                          f"minibatch loss (mean CE) = {mean_loss:.5f}")
+                    progress.note = f"minibatch loss (mean CE) {mean_loss:.5f}"
                     loss_acc.zero_()
                     n_acc = 0
+                progress.add(0, 1)
         if not (bool(torch.isfinite(st["theta"]).all())
                 and bool(torch.isfinite(samples[:kept]).all())):
             self._diverged()
