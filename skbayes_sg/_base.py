@@ -455,7 +455,7 @@ class BaseSGMCMC(BaseEstimator):
         pool = ChainPool(X, y, self._chain_spec(ctx, glm, setup, sample_weight), states,
                          n_jobs=self.n_jobs, t_start=t_start)
         plan = self._plan(ctx, setup, continuing)
-        plan.retune = self._retuner(ctx, setup, pool)
+        plan.retune = self._retuner(setup, pool)
         outcome = self._run_chains(pool, plan, setup, continuing)
         if (self.step_size != "auto" and setup.metric["kind"] == "identity"
                 and setup.sampler in ("sgld", "psgld") and not setup.metropolis):
@@ -685,13 +685,13 @@ class BaseSGMCMC(BaseEstimator):
 
         lowrank = self.metric == "auto"
         if lowrank:
-            values, vectors, residuals, weights_ = extreme_eigenpairs(whitened_hessian, ctx.dim)
+            values, vectors, residuals, ritz_weights = extreme_eigenpairs(whitened_hessian, ctx.dim)
             # k directions cost 4 dim k flops a step: at most about the
             # gradient's 2 nnz (and at least 8)
             nnz = ctx.X.nnz if hasattr(ctx.X, "nnz") else ctx.X.size
             max_rank = max(8, int(2 * nnz * ctx.glm.n_outputs / (4 * ctx.dim)))
             chosen = _lowrank_directions(values, residuals, max_rank)
-            if _dense_pays(ctx, values, weights_, chosen, nnz):
+            if _dense_pays(ctx, values, ritz_weights, chosen, nnz):
                 center, factor = ctx.laplace_metric("dense", T)
                 metric_cfg = Metric(ctx.dim, "dense", center, factor, 1.0 / T, 1.0).get_config()
                 return (float(h0 * min(1.0, (MAX_DENSE_METRIC / ctx.dim) ** 0.25)), None,
@@ -904,7 +904,7 @@ class BaseSGMCMC(BaseEstimator):
                 "metric='auto' (or 'identity').")
         return self.metric
 
-    def _retuner(self, ctx, setup, pool):
+    def _retuner(self, setup, pool):
         """After a divergence with an automatic step: halve it, the batch
         kept; None when the user set the step, or for a Metropolis
         correction (which rejects instead of diverging).

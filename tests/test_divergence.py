@@ -50,19 +50,25 @@ def _ridge_problem():
             mean, np.sqrt(np.diag(cov)))
 
 
-def _logistic_problem():
+def _breast_cancer_reference(n_features, n_draws, seed):
+    """Standardised breast cancer (its first ``n_features`` features), alpha
+    1, and pooled independence-MH draws of its posterior with their
+    acceptance rate."""
     X, y = load_breast_cancer(return_X_y=True)
-    X = StandardScaler().fit_transform(X[:, :10])
+    X = StandardScaler().fit_transform(X[:, :n_features])
     y = y.astype(float)
     Xe = ref.add_ones(X)
     mode, cov = ref.logistic_laplace(Xe, y, 1.0)
     draws, accept = ref.independence_mh(
         lambda T: ref.logistic_log_post(T, Xe, y, 1.0), mode, cov,
-        n_draws=25_000, n_chains=4, seed=3)
+        n_draws=n_draws, n_chains=4, seed=seed)
+    return X, y.astype(int), draws.reshape(-1, draws.shape[-1]), accept
+
+
+def _logistic_problem():
+    X, y, draws, accept = _breast_cancer_reference(10, 25_000, seed=3)
     assert accept > 0.3                   # the reference itself mixes (0.49)
-    draws = draws.reshape(-1, draws.shape[-1])
-    return (SGMCMCLogisticRegression, dict(alpha=1.0), X, y.astype(int),
-            draws.mean(0), draws.std(0))
+    return (SGMCMCLogisticRegression, dict(alpha=1.0), X, y, draws.mean(0), draws.std(0))
 
 
 PROBLEMS = {}
@@ -155,19 +161,11 @@ SEPARABLE = {}
 
 def _separable_problem():
     if not SEPARABLE:
-        X, y = load_breast_cancer(return_X_y=True)
-        X = StandardScaler().fit_transform(X)
-        y = y.astype(float)
-        Xe = ref.add_ones(X)
-        mode, cov = ref.logistic_laplace(Xe, y, 1.0)
-        draws, accept = ref.independence_mh(
-            lambda T: ref.logistic_log_post(T, Xe, y, 1.0), mode, cov,
-            n_draws=50_000, n_chains=4, seed=5)
+        X, y, draws, accept = _breast_cancer_reference(30, 50_000, seed=5)
         assert accept > 0.1                   # the reference mixes (0.15 at d = 31)
-        draws = draws.reshape(-1, draws.shape[-1])
         # an independence sampler's autocorrelation time is about
         # (2 - a) / a at acceptance a
-        SEPARABLE.update(X=X, y=y.astype(int), mean=draws.mean(0), sd=draws.std(0),
+        SEPARABLE.update(X=X, y=y, mean=draws.mean(0), sd=draws.std(0),
                          n_eff=len(draws) * accept / (2.0 - accept))
     return SEPARABLE
 

@@ -22,6 +22,23 @@ def _import_arviz():
     return arviz
 
 
+def _predictive_request(X, y, posterior_predictive):
+    """Whether an export draws the posterior predictive at ``X`` (``None``:
+    when ``X`` comes without ``y``); a ValueError for a request it cannot
+    serve.  Shared by the linear export and the network's."""
+    if posterior_predictive is None:
+        posterior_predictive = X is not None and y is None
+    if X is None and (y is not None or posterior_predictive):
+        raise ValueError("to_inference_data needs X: with y for the log likelihood, alone "
+                         "(or with posterior_predictive=True) for posterior predictive draws "
+                         "at X; pass X.")
+    if X is not None and y is None and not posterior_predictive:
+        raise ValueError("to_inference_data got X without y and posterior_predictive=False: "
+                         "pass y for the log likelihood, or leave posterior_predictive at its "
+                         "default for posterior predictive draws at X.")
+    return posterior_predictive
+
+
 def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predictive=None,
                       random_state=None):
     """The posterior draws of a fitted estimator as an ``arviz.InferenceData``.
@@ -138,16 +155,7 @@ def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predic
     if hasattr(estimator, "step_size_"):
         sample_stats["step_size"] = np.full((chains, draws), float(estimator.step_size_))
     groups = {}
-    if posterior_predictive is None:
-        posterior_predictive = X is not None and y is None
-    if X is None and (y is not None or posterior_predictive):
-        raise ValueError("to_inference_data needs X: with y for the log likelihood, alone "
-                         "(or with posterior_predictive=True) for posterior predictive draws "
-                         "at X; pass X.")
-    if X is not None and y is None and not posterior_predictive:
-        raise ValueError("to_inference_data got X without y and posterior_predictive=False: "
-                         "pass y for the log likelihood, or leave posterior_predictive at its "
-                         "default for posterior predictive draws at X.")
+    posterior_predictive = _predictive_request(X, y, posterior_predictive)
     if X is not None:
         model, X = _final_estimator_and_features(pipeline, X)
         dims["y"] = ["obs"]

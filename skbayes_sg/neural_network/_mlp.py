@@ -1217,22 +1217,12 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             ["log_likelihood_rows", "weight_norm"])``): the weights' R-hat
             is inflated by the hidden units' permutation symmetry.
         """
-        from ..diagnostics._arviz import _arviz_major, _import_arviz
+        from ..diagnostics._arviz import _arviz_major, _import_arviz, _predictive_request
         from .._version import __version__
 
         az = _import_arviz()
         check_is_fitted(self)
-        if posterior_predictive is None:
-            posterior_predictive = X is not None and y is None
-        if X is None and (y is not None or posterior_predictive):
-            raise ValueError("to_inference_data needs X: with y for the log likelihood, alone "
-                             "(or with posterior_predictive=True) for posterior predictive "
-                             "draws at X; pass X.")
-        if X is not None and y is None and not posterior_predictive:
-            raise ValueError("to_inference_data got X without y and posterior_predictive="
-                             "False: pass y for the log likelihood, or leave "
-                             "posterior_predictive at its default for posterior predictive "
-                             "draws at X.")
+        posterior_predictive = _predictive_request(X, y, posterior_predictive)
         chains, n_draws = self.coef_samples_.shape[:2]
         posterior, dims, coords = {}, {}, {}
         pos = 0
