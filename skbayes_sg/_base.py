@@ -793,6 +793,7 @@ class BaseSGMCMC(BaseEstimator):
             mu = ctx.hessian_max_eigenvalue(center, g, tol=STEP_CHECK_TOL)
             if spec.stochastic:
                 ctx.resolved.noise_tol = STEP_CHECK_TOL
+                ctx.resolved.linearised_noise = True
                 if not ctx.has_mode():
                     ctx.resolved.noise_center = center
                 D = np.sqrt(T / ctx.hessian_diag(center))
@@ -1122,6 +1123,8 @@ class BaseSGMCMC(BaseEstimator):
                                   else np.full(self.n_chains, n_kept, dtype=np.int64))
         self.ess_ = np.asarray(outcome.ess, dtype=np.float64)
         self.rhat_ = np.asarray(outcome.rhat, dtype=np.float64)
+        self._ess_tail = (None if outcome.ess_tail is None
+                          else np.asarray(outcome.ess_tail, dtype=np.float64))
         self.target_ess_ = float(plan.target_ess)
         self._budget_exhausted = bool(outcome.budget_exhausted)
         self._chain_states = pool.states
@@ -1191,10 +1194,10 @@ class BaseSGMCMC(BaseEstimator):
         writer, so the two name the same settings)."""
         from .diagnostics._advice import assess, convergence_messages
         from .diagnostics._convergence import MCMCConvergenceWarning
-        # the stopping rule's bulk ESS and R-hat are those of the kept draws:
-        # reused, only the tail ESS is computed here
+        # the stopping rule's bulk and tail ESS and R-hat are those of the
+        # kept draws: reused
         report = assess(self, rhat_threshold=_schedule.RHAT_TARGET, ess_bulk=self.ess_,
-                        rhat=self.rhat_)
+                        rhat=self.rhat_, ess_tail=getattr(self, "_ess_tail", None))
         messages = convergence_messages(self, report)
         if not self._stuck_chains_message():   # stuck draws: that alone is said
             messages.extend(self._step_error_message())

@@ -118,6 +118,7 @@ class Outcome:
     sampling_evals: int = 0       # gradient evaluations of the sampling rounds (all chains)
     sampling_seconds: float = 0.0
     storage_stride: int = 1       # the store kept every storage_stride-th draw (memory budget)
+    ess_tail: object = None       # tail ESS per parameter of the kept draws
 
 
 class ChainsDiverged(Exception):
@@ -129,17 +130,20 @@ class ChainsDiverged(Exception):
         self.phase = phase
 
 
-def diagnostics(draws, n_jobs=None):
+def diagnostics(draws, n_jobs=None, tail=False):
     """Bulk ESS and split R-hat per parameter of (n_chains, n_draws, dim)
-    draws (``n_jobs`` threads over blocks of parameters: the fit's)."""
+    draws (``n_jobs`` threads over blocks of parameters: the fit's), and the
+    tail ESS where ``tail``."""
     # lazy: the diagnostics package imports the estimators
     from ..diagnostics._convergence import bulk_ess_and_rhat
-    return bulk_ess_and_rhat(draws, n_jobs)
+    return bulk_ess_and_rhat(draws, n_jobs, tail=tail)
 
 
-def sampling_diagnostics(draws, n_jobs=None):
+def sampling_diagnostics(draws, n_jobs=None, out=None):
     """:func:`diagnostics` of the kept draws, and each chain's distinct
-    states (:func:`distinct_states`): ``(ess, rhat, distinct)``.
+    states (:func:`distinct_states`): ``(ess, rhat, distinct)``.  With an
+    :class:`Outcome` ``out``, its ``ess_tail`` gets the tail ESS too (one
+    sort of the draws serves both: the post-fit warning reads it).
 
     A chain that stays put (:func:`stuck_chains`: a Metropolis chain
     rejecting nearly every proposal) counts its distinct states, not its
@@ -149,7 +153,10 @@ def sampling_diagnostics(draws, n_jobs=None):
     Chains that move are left to the estimator (its autocorrelations
     account for the rejections, and an antithetic chain may exceed its
     draws)."""
-    ess, rhat = diagnostics(draws, n_jobs)
+    if out is not None:
+        ess, rhat, out.ess_tail = diagnostics(draws, n_jobs, tail=True)
+    else:
+        ess, rhat = diagnostics(draws, n_jobs)
     distinct = distinct_states(draws)
     n = draws.shape[1]
     stuck = stuck_chains(distinct, n)
@@ -545,7 +552,7 @@ def _sample(pool, plan, out):
         pool.plan_phase("sampling", int(plan.n_samples) * thin)
         advance(int(plan.n_samples) * thin)
         account()
-        out.ess, out.rhat, out.distinct = sampling_diagnostics(store.draws(), pool.n_jobs)
+        out.ess, out.rhat, out.distinct = sampling_diagnostics(store.draws(), pool.n_jobs, out)
         return store, batch_sizes()
 
     m = pool.n_chains
@@ -569,7 +576,7 @@ def _sample(pool, plan, out):
             break
         steps = affordable
         advance(steps)
-        ess, rhat, out.distinct = sampling_diagnostics(store.draws(), pool.n_jobs)
+        ess, rhat, out.distinct = sampling_diagnostics(store.draws(), pool.n_jobs, out)
         out.ess, out.rhat = ess, rhat
         min_ess = float(np.nanmin(ess)) if np.any(np.isfinite(ess)) else 0.0
         max_rhat = float(np.nanmax(rhat)) if np.any(np.isfinite(rhat)) else np.inf

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._convergence import (
-    MCMCConvergenceWarning, _final_estimator, _MIN_DRAWS, _SUMMARY_BLOCK_ELEMENTS, MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, _as_chains, _ess,
-    _parameter_reader, _rhat)
+    MCMCConvergenceWarning, MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, _MIN_DRAWS,
+    _SUMMARY_BLOCK_ELEMENTS, _as_chains, _final_estimator, _parameter_reader, _rank_block)
 
 __all__ = ["Assessment", "assess", "check_convergence", "convergence_messages", "ess_targets",
            "recommend"]
@@ -121,7 +121,7 @@ def ess_targets(estimator, n_chains, min_ess_per_chain=None):
 
 
 def assess(estimator, *, rhat_threshold=RHAT_THRESHOLD, min_ess_per_chain=None, names=None,
-           ess_bulk=None, rhat=None):
+           ess_bulk=None, rhat=None, ess_tail=None):
     """Measure the chains of a fitted estimator (bulk and tail ESS, R-hat).
 
     Parameters
@@ -135,9 +135,9 @@ def assess(estimator, *, rhat_threshold=RHAT_THRESHOLD, min_ess_per_chain=None, 
         See :func:`ess_targets`.
     names : sequence of str or None, default=None
         Labels (as in :func:`summary`).
-    ess_bulk, rhat : ndarray or None, default=None
-        Values already computed on the same draws (the fit's ``ess_`` and
-        ``rhat_``); only the missing ones are computed.
+    ess_bulk, rhat, ess_tail : ndarray or None, default=None
+        Values already computed on the same draws (the fit's ``ess_``,
+        ``rhat_`` and tail ESS); only the missing ones are computed.
 
     Returns
     -------
@@ -145,20 +145,27 @@ def assess(estimator, *, rhat_threshold=RHAT_THRESHOLD, min_ess_per_chain=None, 
         The values per quantity and the targets.
     """
     (n_chains, n_kept, n_params), labels, read = _parameter_reader(estimator, names)
-    need_bulk, need_rhat = ess_bulk is None, rhat is None
-    tail = np.empty(n_params)
+    need_bulk, need_rhat, need_tail = ess_bulk is None, rhat is None, ess_tail is None
+    tail = np.empty(n_params) if need_tail else np.asarray(ess_tail, dtype=np.float64)
     bulk = np.empty(n_params) if need_bulk else np.asarray(ess_bulk, dtype=np.float64)
     r = np.empty(n_params) if need_rhat else np.asarray(rhat, dtype=np.float64)
     # blocks of parameters: memory stays near one block's copies of the draws
     block = max(1, _SUMMARY_BLOCK_ELEMENTS // max(n_chains * n_kept, 1))
-    for start in range(0, n_params, block):
+    for start in range(0, n_params if need_bulk or need_rhat or need_tail else 0, block):
         stop = min(start + block, n_params)
+        if n_kept < _MIN_DRAWS:
+            for values, needed in ((tail, need_tail), (bulk, need_bulk), (r, need_rhat)):
+                if needed:
+                    values[start:stop] = np.nan
+            continue
         a, _ = _as_chains(read(start, stop))
-        tail[start:stop] = _ess(a, "tail")
-        if need_bulk:
-            bulk[start:stop] = _ess(a, "bulk")
-        if need_rhat:
-            r[start:stop] = _rhat(a)
+        # one pass of the compiled kernel: the sorts are shared
+        ess_bulk, rhat_values, ess_tail = _rank_block(a, bulk=need_bulk or need_rhat,
+                                                      tail=need_tail)
+        for values, new, needed in ((tail, ess_tail, need_tail), (bulk, ess_bulk, need_bulk),
+                                    (r, rhat_values, need_rhat)):
+            if needed:
+                values[start:stop] = new
     bulk_target, tail_target, per_chain = ess_targets(estimator, n_chains, min_ess_per_chain)
     return Assessment(list(labels), n_chains, n_kept, bulk, tail, r, bulk_target, tail_target,
                       per_chain, float(rhat_threshold))

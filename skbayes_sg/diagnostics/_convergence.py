@@ -30,6 +30,7 @@ Every statistic is computed for all parameters at once (vectorised FFTs and
 truncations); the results agree with ``arviz.rhat`` and ``arviz.ess`` to
 rounding (``tests/test_diagnostics.py``).
 """
+import functools
 import numbers
 import os
 import warnings
@@ -301,7 +302,18 @@ def ess(draws, method="bulk", *, relative=False):
 
 
 def _ess(a, method):
-    """:func:`ess` of (P, m, n) draws, as an array of shape (P,)."""
+    """:func:`ess` of (P, m, n) draws, as an array of shape (P,) (bulk and
+    tail: the compiled kernel, :func:`_rank_block`)."""
+    P, m, n = a.shape
+    if n < _MIN_DRAWS or method == "mean":
+        return _ess_numpy(a, method)
+    ess_bulk, _, ess_tail = _rank_block(a, bulk=method == "bulk", tail=method == "tail")
+    return ess_bulk if method == "bulk" else ess_tail
+
+
+def _ess_numpy(a, method):
+    """:func:`ess` of (P, m, n) draws in numpy (vectorised FFTs: the
+    definition, which the kernel reproduces to rounding)."""
     P, m, n = a.shape
     if n < _MIN_DRAWS:
         return np.full(P, np.nan)
@@ -368,7 +380,17 @@ def rhat(draws):
 
 
 def _rhat(a):
-    """:func:`rhat` of (P, m, n) draws, as an array of shape (P,)."""
+    """:func:`rhat` of (P, m, n) draws, as an array of shape (P,) (the
+    compiled kernel, :func:`_rank_block`)."""
+    if a.shape[2] < _MIN_DRAWS:
+        return np.full(a.shape[0], np.nan)
+    return _rank_block(a, bulk=True, tail=False)[1]
+
+
+def _rhat_numpy(a):
+    """:func:`rhat` of (P, m, n) draws in numpy (the definition; the median
+    of the folded draws is ``np.median``, the kernel's the type-7 one of the
+    sorted draws, which may differ in the last bit)."""
     P, m, n = a.shape
     values = np.full(P, np.nan)
     if n < _MIN_DRAWS:
@@ -384,7 +406,7 @@ def _rhat(a):
     return values
 
 
-def bulk_ess_and_rhat(draws, n_jobs=None):
+def bulk_ess_and_rhat(draws, n_jobs=None, tail=False):
     """:func:`ess` (bulk) and :func:`rhat` of the same draws, sharing the
     rank normalisation of the split chains (the fit's stopping rule calls
     this after every round).
@@ -394,33 +416,42 @@ def bulk_ess_and_rhat(draws, n_jobs=None):
     draws : array of shape (n_chains, n_draws, n_params)
     n_jobs : int or None
         Threads over blocks of parameters (None or 1: none; -1: one per
-        core; the sorts and FFTs release the GIL).  The values do not depend
-        on it.
+        core; the compiled kernel releases the GIL).  The values do not
+        depend on it.
+    tail : bool, default=False
+        Also the tail ESS (:func:`ess` with ``method="tail"``), from the same
+        sort of the draws.
 
     Returns
     -------
     ess, rhat : ndarrays of shape (n_params,)
+        And ``ess_tail`` where ``tail``.
     """
     draws = np.asarray(draws)
     m, n, P = draws.shape
-    ess_values, rhat_values = np.full(P, np.nan), np.full(P, np.nan)
+    values = [np.full(P, np.nan) for _ in range(3 if tail else 2)]
     if n < _MIN_DRAWS:
-        return ess_values, rhat_values
+        return tuple(values)
     block = max(1, _BLOCK_ELEMENTS // max(m * n, 1))
     starts = range(0, P, block)
     threads = _thread_count(n_jobs)
+
+    def part(start):
+        a, _ = _as_chains(draws[:, :, start:start + block])
+        ess_bulk, rhat, ess_tail = _rank_block(a, bulk=True, tail=tail)
+        return (ess_bulk, rhat, ess_tail) if tail else (ess_bulk, rhat)
+
     if len(starts) > 1 and threads > 1:
         # plain threads (not joblib's active backend: a dask one would ship
         # the draws to the cluster)
         with ThreadPoolExecutor(min(threads, len(starts))) as pool:
-            parts = list(pool.map(lambda start: _bulk_block(draws[:, :, start:start + block]),
-                                  starts))
+            parts = list(pool.map(part, starts))
     else:
-        parts = [_bulk_block(draws[:, :, start:start + block]) for start in starts]
-    for start, (idx, ess_block, rhat_block) in zip(starts, parts):
-        ess_values[start + idx] = ess_block
-        rhat_values[start + idx] = rhat_block
-    return ess_values, rhat_values
+        parts = [part(start) for start in starts]
+    for start, blocks in zip(starts, parts):
+        for full, block_values in zip(values, blocks):
+            full[start:start + len(block_values)] = block_values
+    return tuple(values)
 
 
 def _thread_count(n_jobs):
@@ -431,22 +462,40 @@ def _thread_count(n_jobs):
     return max(1, int(n_jobs) if n_jobs > 0 else cores + 1 + int(n_jobs))
 
 
-def _bulk_block(draws):
-    """:func:`bulk_ess_and_rhat` of one block of parameters: the indices (in
-    the block) of those with finite draws, their ESS and R-hat."""
-    a, _ = _as_chains(draws)
-    split = _split_chains(a)
-    ok = np.all(np.isfinite(split), axis=(1, 2))
-    idx = np.flatnonzero(ok)
-    if not ok.any():
-        return idx, np.empty(0), np.empty(0)
-    s = split[ok]
-    # the pooled split draws are an even number, 2m x (n // 2)
-    _, z, folded = _bulk_and_folded_scores(s.reshape(s.shape[0], -1))
-    z, folded = z.reshape(s.shape), folded.reshape(s.shape)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rhat = np.maximum(_rhat_basic(z), _rhat_basic(folded))
-    return idx, _ess_basic(z), rhat
+def _rank_block(a, bulk=True, tail=False):
+    """``(bulk ESS, R-hat, tail ESS)`` of (P, m, n) draws (n >= 4), by the
+    compiled kernel (:mod:`._rank_kernel`): NaN for parameters with
+    non-finite draws and for what was not asked.  Parameters whose
+    autocorrelation outlasts the kernel's direct sums get the numpy (FFT)
+    values."""
+    from ._rank_kernel import rank_diagnostics
+    P, m, n = a.shape
+    out = [np.full(P, np.nan) for _ in range(3)]
+    finite = np.all(np.isfinite(a), axis=(1, 2))
+    idx = np.flatnonzero(finite)
+    if not idx.size:
+        return tuple(out)
+    x = np.ascontiguousarray(a if idx.size == P else a[idx], dtype=np.float64)
+    ess_bulk, rhat, ess_tail = (np.full(idx.size, np.nan) for _ in range(3))
+    fallback = np.zeros(idx.size, dtype=np.int32)
+    rank_diagnostics(x, _score_table(2 * m * (n // 2)), bulk, tail, ess_bulk, rhat, ess_tail,
+                     fallback)
+    slow = np.flatnonzero(fallback & 1)
+    if slow.size:
+        ess_bulk[slow] = _ess_basic(_z_scale(_split_chains(x[slow])))
+    slow = np.flatnonzero(fallback & 2)
+    if slow.size:
+        ess_tail[slow] = _ess_numpy(x[slow], "tail")
+    for full, part in zip(out, (ess_bulk, rhat, ess_tail)):
+        full[idx] = part
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8)
+def _score_table(N):
+    """The kernel's Blom scores of every average rank among N draws."""
+    from ._rank_kernel import score_table
+    return score_table(N)
 
 
 def _bulk_and_folded_scores(flat):

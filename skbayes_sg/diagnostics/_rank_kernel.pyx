@@ -1,0 +1,275 @@
+# distutils: language = c++
+"""Compiled rank-normalised ESS and split R-hat, one parameter at a time.
+
+The numpy functions of :mod:`._convergence` (``_z_scale``, ``_rhat_basic``,
+``_ess_basic``, the tail ESS) are the definition and stay the reference; this
+kernel computes the same numbers per parameter in one nogil loop, for the
+fit's stopping rule and its post-fit warning, where they ran over every
+parameter after every sampling round (10^6 parameters x 20 draws: 6.4 s of a
+7.3 s one-pass fit in numpy).
+
+Per parameter it sorts the split draws once (the bulk ranks, averaged over
+ties as ``rankdata(method="average")``; Blom scores from a table), sorts the
+draws folded about their median once more, and sums the autocovariances
+lag by lag until Geyer's initial positive sequence ends.  That sum is
+direct, O(chains x draws) a lag, and stops after ``MAX_DIRECT_PAIRS`` pairs
+of lags: a parameter whose autocorrelation runs longer is flagged, and the
+caller computes its ESS by FFT (numpy) instead.
+"""
+from libc.math cimport floor, sqrt, log10, fabs, NAN, INFINITY
+from libcpp.algorithm cimport sort
+from libcpp.pair cimport pair
+from libcpp.vector cimport vector
+
+import numpy as np
+
+ctypedef pair[double, Py_ssize_t] Item
+
+#: pairs of autocorrelation lags summed directly (beyond: flagged for the FFT)
+cdef Py_ssize_t _MAX_DIRECT_PAIRS = 32
+MAX_DIRECT_PAIRS = _MAX_DIRECT_PAIRS
+# ``np.finfo(np.float64).resolution``: a parameter whose draws span less is constant
+cdef double RESOLUTION = 1e-15
+
+
+cdef void _scores(Item* items, Py_ssize_t N, const double* table, double* out) noexcept nogil:
+    """Blom scores of sorted ``items`` at their original positions; a run of
+    ties shares the score of its average rank (``table[first + last]``)."""
+    cdef Py_ssize_t i = 0, j, k
+    cdef double s
+    while i < N:
+        j = i
+        while j + 1 < N and items[j + 1].first == items[i].first:
+            j += 1
+        s = table[i + j]
+        for k in range(i, j + 1):
+            out[items[k].second] = s
+        i = j + 1
+
+
+cdef double _rhat_basic(const double* x, Py_ssize_t M, Py_ssize_t h) noexcept nogil:
+    """``sqrt((B/W + h - 1) / h)`` of M chains of h draws (``_rhat_basic``)."""
+    cdef Py_ssize_t c, t
+    cdef double mean, var, within = 0.0, grand = 0.0, between = 0.0, d
+    cdef vector[double] mv
+    mv.resize(M)
+    for c in range(M):
+        mean = 0.0
+        for t in range(h):
+            mean += x[c * h + t]
+        mean /= h
+        var = 0.0
+        for t in range(h):
+            d = x[c * h + t] - mean
+            var += d * d
+        within += var / (h - 1)
+        mv[c] = mean
+        grand += mean
+    within /= M
+    grand /= M
+    for c in range(M):
+        d = mv[c] - grand
+        between += d * d
+    between = h * between / (M - 1)
+    return sqrt((between / within + h - 1) / h)
+
+
+cdef double _ess_basic(const double* x, Py_ssize_t M, Py_ssize_t h, int* flag) noexcept nogil:
+    """``_ess_basic`` of M chains of h draws (Geyer's initial positive and
+    monotone sequences), autocovariances summed directly; ``flag[0] = 1``
+    (and NaN returned) when the sequence runs past ``MAX_DIRECT_PAIRS``."""
+    cdef Py_ssize_t c, t, k, lag, k_max, size = M * h
+    cdef double lo = INFINITY, hi = -INFINITY, v, d, mean_var = 0.0, var_plus
+    cdef double grand = 0.0, spread = 0.0, head = 0.0, run_min = INFINITY
+    cdef double r_even, r_odd, pair_sum, tail, tau, acc
+    cdef vector[double] mv
+    if h < 2:
+        return NAN
+    for t in range(size):
+        v = x[t]
+        if v < lo:
+            lo = v
+        if v > hi:
+            hi = v
+    if hi - lo < RESOLUTION:
+        return <double> size
+    mv.resize(M)
+    for c in range(M):
+        acc = 0.0
+        for t in range(h):
+            acc += x[c * h + t]
+        mv[c] = acc / h
+        grand += mv[c]
+        acc = 0.0
+        for t in range(h):
+            d = x[c * h + t] - mv[c]
+            acc += d * d
+        mean_var += acc / h
+    grand /= M
+    mean_var = mean_var / M * h / (h - 1.0)
+    var_plus = mean_var * (h - 1.0) / h
+    if M > 1:
+        for c in range(M):
+            d = mv[c] - grand
+            spread += d * d
+        var_plus += spread / (M - 1)
+    k_max = (h - 3) // 2
+    if k_max < 0:
+        k_max = 0
+    k = 0
+    while True:
+        if k >= _MAX_DIRECT_PAIRS:
+            flag[0] = 1
+            return NAN
+        r_even = 1.0 if k == 0 else _rho(x, M, h, &mv[0], 2 * k, mean_var, var_plus)
+        r_odd = _rho(x, M, h, &mv[0], 2 * k + 1, mean_var, var_plus)
+        pair_sum = r_even + r_odd
+        if pair_sum <= 0.0 or k == k_max:
+            break
+        if pair_sum < run_min:
+            run_min = pair_sum
+        head += run_min
+        k += 1
+    tail = r_even if (r_even > 0.0 or pair_sum >= 0.0) else 0.0
+    tau = -1.0 + 2.0 * head + tail
+    if tau < 1.0 / log10(<double> size):
+        tau = 1.0 / log10(<double> size)
+    return size / tau
+
+
+cdef inline double _rho(const double* x, Py_ssize_t M, Py_ssize_t h, const double* mv,
+                        Py_ssize_t lag, double mean_var, double var_plus) noexcept nogil:
+    """The combined autocorrelation at ``lag``: ``1 - (W - mean acov) / var+``."""
+    cdef Py_ssize_t c, t
+    cdef double acov = 0.0, acc
+    for c in range(M):
+        acc = 0.0
+        for t in range(h - lag):
+            acc += (x[c * h + t] - mv[c]) * (x[c * h + t + lag] - mv[c])
+        acov += acc / h
+    acov /= M
+    return 1.0 - (mean_var - acov) / var_plus
+
+
+cdef inline double _quantile(const double* srt, Py_ssize_t N, double q) noexcept nogil:
+    """``np.quantile(..., method="linear")`` of the sorted ``srt`` (numpy's
+    arithmetic, so that indicators ``x <= q`` agree draw for draw)."""
+    cdef double virtual = (N - 1) * q, g, a, b, diff
+    cdef Py_ssize_t lo
+    if virtual >= N - 1:
+        return srt[N - 1]
+    lo = <Py_ssize_t> floor(virtual)
+    g = virtual - lo
+    a = srt[lo]
+    b = srt[lo + 1]
+    diff = b - a
+    if g >= 0.5:
+        return b - diff * (1.0 - g)
+    return a + diff * g
+
+
+def rank_diagnostics(const double[:, :, ::1] a, const double[::1] table, bint bulk,
+                     bint tail, double[::1] ess_bulk, double[::1] rhat,
+                     double[::1] ess_tail, int[::1] fallback):
+    """Bulk ESS and R-hat (``bulk``), tail ESS (``tail``) of (P, m, n) finite
+    draws, into the given arrays.
+
+    ``table[j]`` is the Blom score of average rank ``(j + 2) / 2`` among the
+    ``2 m (n // 2)`` split draws.  ``fallback[p]`` gets 1 where the bulk ESS
+    needs the FFT, 2 where the tail ESS does (3: both); those entries are
+    NaN.
+    """
+    cdef Py_ssize_t P = a.shape[0], m = a.shape[1], n = a.shape[2]
+    cdef Py_ssize_t h = n // 2, M = 2 * m, Ns = M * h, Nf = m * n
+    cdef Py_ssize_t p, c, t, i, lo, hi
+    cdef double med, q, e, r_bulk, r_fold, e_lo, e_hi
+    cdef int flag
+    cdef vector[Item] items
+    cdef vector[double] xs, z, work, srt
+    cdef vector[Py_ssize_t] order
+    if h < 2:
+        raise ValueError("rank_diagnostics needs at least 4 draws per chain")
+    items.resize(Nf if Nf > Ns else Ns)
+    xs.resize(Ns)
+    z.resize(Ns)
+    work.resize(Ns)
+    srt.resize(Nf if Nf > Ns else Ns)
+    order.resize(Ns)
+    with nogil:
+        for p in range(P):
+            # split chains: first halves of every chain, then second halves
+            for c in range(m):
+                for t in range(h):
+                    xs[c * h + t] = a[p, c, t]
+                    xs[(m + c) * h + t] = a[p, c, n - h + t]
+            flag = 0
+            if bulk:
+                for i in range(Ns):
+                    items[i].first = xs[i]
+                    items[i].second = i
+                sort(items.begin(), items.begin() + Ns)
+                _scores(&items[0], Ns, &table[0], &z[0])
+                r_bulk = _rhat_basic(&z[0], M, h)
+                ess_bulk[p] = _ess_basic(&z[0], M, h, &flag)
+                if flag:
+                    fallback[p] |= 1
+                # the draws folded about their median (Ns is even; np.median's
+                # arithmetic, as ArviZ's tail R-hat): the sorted halves folded
+                # are two ascending runs, merged in linear time
+                med = (items[Ns // 2 - 1].first + items[Ns // 2].first) / 2.0
+                for i in range(Ns):
+                    srt[i] = items[i].first
+                    order[i] = items[i].second
+                lo = Ns // 2 - 1
+                hi = Ns // 2
+                for i in range(Ns):
+                    if hi >= Ns or (lo >= 0 and fabs(srt[lo] - med) <= fabs(srt[hi] - med)):
+                        items[i].first = fabs(srt[lo] - med)
+                        items[i].second = order[lo]
+                        lo -= 1
+                    else:
+                        items[i].first = fabs(srt[hi] - med)
+                        items[i].second = order[hi]
+                        hi += 1
+                _scores(&items[0], Ns, &table[0], &work[0])
+                r_fold = _rhat_basic(&work[0], M, h)
+                # np.maximum: NaN (constant draws) wins
+                if r_bulk != r_bulk or r_fold != r_fold:
+                    rhat[p] = NAN
+                else:
+                    rhat[p] = r_bulk if r_bulk > r_fold else r_fold
+            if tail:
+                # the quantiles of all m n draws (an odd n keeps its middle
+                # draw; an even one has the split draws' sort)
+                if not bulk or Nf != Ns:
+                    for c in range(m):
+                        for t in range(n):
+                            items[c * n + t].first = a[p, c, t]
+                    sort(items.begin(), items.begin() + Nf)
+                    for i in range(Nf):
+                        srt[i] = items[i].first
+                e_lo = e_hi = NAN
+                for i in range(2):
+                    q = _quantile(&srt[0], Nf, 0.05 if i == 0 else 0.95)
+                    for t in range(Ns):
+                        work[t] = 1.0 if xs[t] <= q else 0.0
+                    flag = 0
+                    e = _ess_basic(&work[0], M, h, &flag)
+                    if flag:
+                        fallback[p] |= 2
+                    if i == 0:
+                        e_lo = e
+                    else:
+                        e_hi = e
+                ess_tail[p] = e_lo if e_lo < e_hi else e_hi
+                if e_lo != e_lo or e_hi != e_hi:
+                    ess_tail[p] = NAN
+
+
+def score_table(Py_ssize_t N):
+    """Blom scores ``ndtri((r - 3/8) / (N + 1/4))`` of the average ranks
+    ``r = (j + 2) / 2``, j = 0 .. 2N - 2 (the first and last 0-based
+    positions of a run of ties summed), as ``_normal_scores_from_sorted``."""
+    from scipy.special import ndtri
+    j = np.arange(2 * N - 1, dtype=np.float64)
+    return np.ascontiguousarray(ndtri((0.5 * (j + 2.0) - 0.375) / (N + 0.25)))
