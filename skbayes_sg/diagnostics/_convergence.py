@@ -26,9 +26,14 @@ Stan's ``posterior`` package implement:
   *tail* ESS to the indicators ``theta <= q`` of the 5% and 95% quantiles
   (the smaller of the two).
 
-Every statistic is computed for all parameters at once (vectorised FFTs and
-truncations); the results agree with ``arviz.rhat`` and ``arviz.ess`` to
-rounding (``tests/test_diagnostics.py``).
+The numpy functions here (vectorised FFTs and truncations over all
+parameters at once) are the definitions; the results agree with
+``arviz.rhat`` and ``arviz.ess`` to rounding (``tests/test_diagnostics.py``).
+The public functions and the fit compute them with a compiled kernel
+(:mod:`._rank_kernel`: one sort per parameter, autocovariances summed lag by
+lag, the FFT route for autocorrelations that outlast 32 pairs of lags),
+equal to these definitions to rounding (``tests/test_rank_kernel.py``) and
+6 to 40 times faster.
 """
 import functools
 import numbers
