@@ -38,7 +38,6 @@ equal to these definitions to rounding (``tests/test_rank_kernel.py``) and
 import functools
 import numbers
 import os
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -47,7 +46,7 @@ from scipy.special import ndtri
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["ess", "rhat", "summary", "check_convergence", "MCMCConvergenceWarning",
+__all__ = ["ess", "rhat", "summary", "MCMCConvergenceWarning",
            "SummaryTable"]
 
 # thresholds of Vehtari et al. (2021, section 4): R-hat below 1.01, and bulk
@@ -123,51 +122,6 @@ def _average_ranks(x):
     last = np.minimum.accumulate(np.where(ends, positions, np.inf)[:, ::-1], axis=1)[:, ::-1]
     np.put_along_axis(ranks, order, 0.5 * (first + last), axis=1)
     return ranks
-
-
-def _normal_scores_from_sorted(srt, order):
-    """Rank-normalised (Blom) scores in the original positions, given each
-    row sorted and its sorting permutation: ``ndtri((r - 3/8) / (N + 1/4))``
-    of the average ranks.  Without ties the sorted scores are one vector for
-    every row; ties (rare, but the folded draws always tie at the median)
-    are averaged run by run where they occur."""
-    P, N = srt.shape
-    positions = np.arange(1.0, N + 1.0)
-    scores = np.empty((P, N))
-    scores[:] = ndtri((positions - 0.375) / (N + 0.25))
-    rows, cols = np.nonzero(srt[:, 1:] == srt[:, :-1])   # ties of k and k + 1
-    if rows.size:
-        new_run = np.ones(rows.size, dtype=bool)
-        new_run[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1] + 1)
-        run = np.cumsum(new_run) - 1
-        first = cols[new_run]                               # per run: first tied k
-        last = np.zeros(first.size, dtype=cols.dtype)
-        np.maximum.at(last, run, cols + 1)                  # ... and the last one
-        average = 0.5 * ((first + 1.0) + (last + 1.0))      # 1-based average rank
-        tied = ndtri((average - 0.375) / (N + 0.25))[run]
-        scores[rows, cols] = tied
-        scores[rows, cols + 1] = tied
-    out = np.empty((P, N))
-    np.put_along_axis(out, order, scores, axis=1)
-    return out
-
-
-def _folded_sorted(srt, order, median):
-    """``|x - median|`` sorted, and its sorting permutation, from the sorted
-    rows of ``x`` (an
-    even number of draws, ``median`` their type-7 median): the first half of
-    each sorted row lies at or below the median and the second at or above,
-    so the folded values are two ascending runs (the first half reversed,
-    then the second half), which a stable sort merges in linear time."""
-    P, N = srt.shape
-    half = N // 2
-    folded = np.abs(srt - median[:, None])
-    runs = np.concatenate([folded[:, half - 1::-1], folded[:, half:]], axis=1)
-    merge = np.argsort(runs, axis=1, kind="stable")
-    # runs position -> sorted position -> original position
-    to_sorted = np.concatenate([np.arange(half - 1, -1, -1), np.arange(half, N)])
-    to_original = np.take_along_axis(order, to_sorted[merge], axis=1)
-    return np.take_along_axis(runs, merge, axis=1), to_original
 
 
 def _z_scale(a):
@@ -503,18 +457,6 @@ def _score_table(N):
     return score_table(N)
 
 
-def _bulk_and_folded_scores(flat):
-    """One sort of each row of ``flat`` (P, N), N even, gives the rows
-    sorted, the bulk rank-normalised scores, the median and, merging the
-    sorted halves, the scores of the draws folded about it:
-    ``(sorted, bulk scores, folded scores)``, scores in the original order."""
-    order = np.argsort(flat, axis=1)
-    srt = np.take_along_axis(flat, order, axis=1)
-    z = _normal_scores_from_sorted(srt, order)
-    folded = _normal_scores_from_sorted(*_folded_sorted(srt, order, _type7(srt, 0.5)))
-    return srt, z, folded
-
-
 # --------------------------------------------------------------- the estimator
 def _final_estimator(estimator):
     """The fitted SG-MCMC estimator (the last step of a pipeline)."""
@@ -743,47 +685,22 @@ def summary(estimator, quantiles=(0.05, 0.5, 0.95), names=None):
     return pd.DataFrame(values, index=pd.Index(labels, name="parameter"), columns=columns)
 
 
-def _type7(sorted_rows, q):
-    """``np.quantile(..., method="linear")`` of rows already sorted."""
-    N = sorted_rows.shape[1]
-    pos = q * (N - 1)
-    lo = int(np.floor(pos))
-    hi = min(lo + 1, N - 1)
-    frac = pos - lo
-    return sorted_rows[:, lo] + frac * (sorted_rows[:, hi] - sorted_rows[:, lo])
-
-
 def _summary_block(part, quantiles):
-    """The columns of :func:`summary` for draws (m, n, p): one sort of the
-    pooled draws gives the quantiles, the median and the bulk ranks; one more
-    ranks the folded draws.  Equal to the separate functions (an odd number
-    of draws per chain, whose split drops the middle draw, or any non-finite
-    draw take the general path)."""
+    """The columns of :func:`summary` for draws (m, n, p): the compiled
+    kernel's bulk and tail ESS and R-hat (one sort per parameter), the
+    quantiles by ``np.quantile``."""
     m, n, p = part.shape
     flat_draws = part.reshape(m * n, p)
     mean = flat_draws.mean(axis=0)
     sd = flat_draws.std(axis=0, ddof=1) if m * n > 1 else np.full(p, np.nan)
     a, _ = _as_chains(part)                                     # (p, m, n)
-    if n % 2 or n < _MIN_DRAWS or not np.all(np.isfinite(a)):
-        return np.column_stack([mean, sd, *np.quantile(flat_draws, quantiles, axis=0),
-                                _ess(a, "bulk"), _ess(a, "tail"), _rhat(a)])
-    flat = a.reshape(p, m * n)
-    # the bulk and folded ranks from one sort (n even: the split keeps every
-    # draw, and ranks over the pooled draws do not depend on the order)
-    srt, z, z_folded = _bulk_and_folded_scores(flat)
-    z = _split_chains(z.reshape(p, m, n))
-    ess_bulk = _ess_basic(z)
-    z_folded = _split_chains(z_folded.reshape(p, m, n))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rhat = np.maximum(_rhat_basic(z), _rhat_basic(z_folded))
-    split = _split_chains(a)
-    q05, q95 = _type7(srt, 0.05), _type7(srt, 0.95)
-    ind = np.empty((2 * p,) + split.shape[1:])
-    np.less_equal(split, q05[:, None, None], out=ind[:p], casting="unsafe")
-    np.less_equal(split, q95[:, None, None], out=ind[p:], casting="unsafe")
-    tail = _ess_basic(ind)
-    ess_tail = np.minimum(tail[:p], tail[p:])
-    const = np.ptp(flat, axis=1) < np.finfo(np.float64).resolution
-    rhat[const] = np.nan
-    return np.column_stack([mean, sd, *(_type7(srt, q) for q in quantiles), ess_bulk,
-                            ess_tail, rhat])
+    if n < _MIN_DRAWS:
+        ess_bulk = ess_tail = rhat = np.full(p, np.nan)
+    else:
+        ess_bulk, rhat, ess_tail = _rank_block(a, bulk=True, tail=True)
+        with np.errstate(invalid="ignore"):
+            const = np.ptp(a.reshape(p, m * n), axis=1) < np.finfo(np.float64).resolution
+        rhat[const] = np.nan
+    with np.errstate(invalid="ignore"):
+        q = np.quantile(flat_draws, quantiles, axis=0)
+    return np.column_stack([mean, sd, *q, ess_bulk, ess_tail, rhat])

@@ -269,7 +269,7 @@ def rank_diagnostics(const double[:, :, ::1] a, const double[::1] table, bint bu
 def score_table(Py_ssize_t N):
     """Blom scores ``ndtri((r - 3/8) / (N + 1/4))`` of the average ranks
     ``r = (j + 2) / 2``, j = 0 .. 2N - 2 (the first and last 0-based
-    positions of a run of ties summed), as ``_normal_scores_from_sorted``."""
+    positions of a run of ties summed), as ``_convergence._z_scale``."""
     from scipy.special import ndtri
     j = np.arange(2 * N - 1, dtype=np.float64)
     return np.ascontiguousarray(ndtri((0.5 * (j + 2.0) - 0.375) / (N + 0.25)))
