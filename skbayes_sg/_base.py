@@ -692,6 +692,7 @@ class BaseSGMCMC(BaseEstimator):
             max_rank = max(8, int(2 * nnz * ctx.glm.n_outputs / (4 * ctx.dim)))
             chosen = _lowrank_directions(values, residuals, max_rank)
             if _dense_pays(ctx, values, ritz_weights, chosen, nnz):
+                ctx.resolved.metric_kind = "dense"    # what the pieces after this see
                 center, factor = ctx.laplace_metric("dense", T)
                 metric_cfg = Metric(ctx.dim, "dense", center, factor, 1.0 / T, 1.0).get_config()
                 return (float(h0 * min(1.0, (MAX_DENSE_METRIC / ctx.dim) ** 0.25)), None,
