@@ -84,6 +84,14 @@ STEP_ERROR_WARN = 0.25
 AUTO_BUDGET_FLOPS = 5e9
 AUTO_BUDGET_GROWTH = 50.0
 AUTO_BUDGET_PASSES = (1000, 200_000)
+#: max_passes="auto" with max_time=None: sampling goes past the pass budget,
+#: one round at a time, while the pace measured says the round (sized to reach
+#: the ESS target) ends within this many seconds of the fit's start.  A fit
+#: that would converge in minutes is not stopped at a flop count (a9a with
+#: pairwise interactions, 5,439 parameters, needs ~2.5x its pass budget:
+#: about ten minutes, in which NUTS would not finish warm-up); one that
+#: would take hours stops at the budget and says how long
+AUTO_EXTEND_SECONDS = 900.0
 #: initial (and largest) steps of the Metropolis-adjusted dynamics in a
 #: whitened metric; dual averaging adapts them during warm-up
 MH_STEP = {"sgld": (1.0, 3.0), "sghmc-leapfrog": (0.5, np.pi / 2)}
@@ -456,6 +464,10 @@ class BaseSGMCMC(BaseEstimator):
                          n_jobs=self.n_jobs, t_start=t_start)
         plan = self._plan(ctx, setup, continuing)
         plan.retune = self._retuner(setup, pool)
+        self._extend_seconds = None
+        if self.max_passes == "auto" and self.max_time is None:
+            self._extend_seconds = AUTO_EXTEND_SECONDS
+            plan.extend_until = t_start + AUTO_EXTEND_SECONDS
         outcome = self._run_chains(pool, plan, setup, continuing)
         if (self.step_size != "auto" and setup.metric["kind"] == "identity"
                 and setup.sampler in ("sgld", "psgld") and not setup.metropolis):

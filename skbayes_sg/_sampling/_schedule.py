@@ -99,6 +99,9 @@ class Plan:
     draws_dtype: object = np.float64  # storage type of the kept draws
     max_draws_bytes: int = 1 << 62    # memory budget of the kept draws
     t_start: float = field(default_factory=time.perf_counter)
+    # perf_counter() until which sampling may go past max_passes, round by
+    # round, while the measured pace says the round ends before it (None: not)
+    extend_until: float = None
 
 
 @dataclass
@@ -566,6 +569,8 @@ def _sample(pool, plan, out):
     pool.plan_phase("sampling", int(np.ceil(steps / FIRST_ROUND)))
     for round_ in range(MAX_ROUNDS):
         affordable = _affordable(pool, plan, steps, evals0, steps0, t0)
+        if affordable < steps and _ends_in_time(pool, plan, steps, steps0, t0):
+            affordable = steps
         if affordable < steps:
             out.budget_exhausted = True
         if store.seen.max() == 0:
@@ -603,6 +608,23 @@ def _sample(pool, plan, out):
         out.budget_exhausted = True
     account()
     return store, batch_sizes()
+
+
+def _ends_in_time(pool, plan, steps, steps0, t0):
+    """Whether a sampling round of ``steps`` the pass budget cut may run
+    whole: the automatic budget extends to ``plan.extend_until`` when the
+    round, at the pace measured (sampling rounds so far, else the warm-up),
+    ends before it.  The rounds are sized to reach the target, so a fit
+    goes past its passes only where converging is predicted in time."""
+    if plan.extend_until is None:
+        return False
+    if pool.n_steps > steps0:
+        seconds_per_step = (time.perf_counter() - t0) / (pool.n_steps - steps0)
+    elif pool.n_steps > 0:
+        seconds_per_step = pool.seconds / pool.n_steps
+    else:
+        return False
+    return time.perf_counter() + steps * seconds_per_step <= plan.extend_until
 
 
 def _warmup_cap(pool, plan, steps):

@@ -319,8 +319,13 @@ def _ess_message(estimator, a, s, rec, short):
         limit = []
         max_passes = getattr(estimator, "max_passes_", None)
         if max_passes is not None:
+            used = getattr(estimator, "n_passes_", 0.0)
+            # the automatic budget may run on while converging is predicted in time
+            extend = getattr(estimator, "_extend_seconds", None)
+            past = (f", sampling went on while it would end within {extend / 60:g} minutes "
+                    f"of the fit's start" if extend and used > 1.05 * max_passes else "")
             limit.append(f"max_passes (the budget was {max_passes:,.0f} data passes; "
-                         f"{getattr(estimator, 'n_passes_', 0.0):,.0f} were used)")
+                         f"{used:,.0f} were used{past})")
         max_time = _params(estimator).get("max_time")
         if max_time is not None:
             limit.append(f"max_time={max_time:g}")

@@ -120,9 +120,15 @@ _DOC_PARAMS = """
         over n, set-up included; warm-up windows take at most half of what
         is left).  ``"auto"``: as many passes as 5e9 floating-point
         operations of per-datum gradients (about ten seconds on one core),
-        between 1,000 and 200,000 (``max_passes_``); None: no limit.
+        times ``2 (d / 2000)^2`` above 2,000 parameters (at most 50 times),
+        between 1,000 and 200,000 (``max_passes_``); with ``max_time=None``
+        sampling then goes on past it, a round at a time, while the pace
+        measured says the round ends within 15 minutes of the fit's start
+        (a fit that converges in minutes is not cut at a flop count; one
+        that would take hours stops and says how long).  None: no limit.
     max_time : float or None, default=None
-        Budget of ``n_samples="auto"`` in seconds of fit; None: no limit.
+        Budget of ``n_samples="auto"`` in seconds of fit; None: no limit
+        but the passes of ``max_passes``.
     n_chains : int, default=4
         Independent chains, each seeded from its own ``SeedSequence``
         child: the draws do not depend on ``n_jobs``.
