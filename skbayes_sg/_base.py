@@ -86,12 +86,14 @@ AUTO_BUDGET_GROWTH = 50.0
 AUTO_BUDGET_PASSES = (1000, 200_000)
 #: max_passes="auto" with max_time=None: sampling goes past the pass budget,
 #: one round at a time, while the pace measured says the round (sized to reach
-#: the ESS target) ends within this many seconds of the fit's start.  A fit
-#: that would converge in minutes is not stopped at a flop count (a9a with
-#: pairwise interactions, 5,439 parameters, needs ~2.5x its pass budget:
-#: about ten minutes, in which NUTS would not finish warm-up); one that
-#: would take hours stops at the budget and says how long
+#: the ESS target) ends within AUTO_EXTEND_SECONDS of the fit's start and
+#: within AUTO_EXTEND_FACTOR times the budget's passes.  A fit that converges
+#: a little past a flop count is not stopped at it (a9a with pairwise
+#: interactions, 5,439 parameters, needs ~2.5x its pass budget: about six
+#: minutes, in which NUTS would not finish warm-up); one that would need many
+#: budgets (pSGLD on australian: 52) stops at its budget and says how long
 AUTO_EXTEND_SECONDS = 900.0
+AUTO_EXTEND_FACTOR = 4.0
 #: initial (and largest) steps of the Metropolis-adjusted dynamics in a
 #: whitened metric; dual averaging adapts them during warm-up
 MH_STEP = {"sgld": (1.0, 3.0), "sghmc-leapfrog": (0.5, np.pi / 2)}
@@ -464,10 +466,11 @@ class BaseSGMCMC(BaseEstimator):
                          n_jobs=self.n_jobs, t_start=t_start)
         plan = self._plan(ctx, setup, continuing)
         plan.retune = self._retuner(setup, pool)
-        self._extend_seconds = None
+        self._extend_limits = None
         if self.max_passes == "auto" and self.max_time is None:
-            self._extend_seconds = AUTO_EXTEND_SECONDS
+            self._extend_limits = (AUTO_EXTEND_SECONDS, AUTO_EXTEND_FACTOR)
             plan.extend_until = t_start + AUTO_EXTEND_SECONDS
+            plan.extend_passes = AUTO_EXTEND_FACTOR * plan.max_passes
         outcome = self._run_chains(pool, plan, setup, continuing)
         if (self.step_size != "auto" and setup.metric["kind"] == "identity"
                 and setup.sampler in ("sgld", "psgld") and not setup.metropolis):

@@ -100,8 +100,10 @@ class Plan:
     max_draws_bytes: int = 1 << 62    # memory budget of the kept draws
     t_start: float = field(default_factory=time.perf_counter)
     # perf_counter() until which sampling may go past max_passes, round by
-    # round, while the measured pace says the round ends before it (None: not)
+    # round, while the measured pace says the round ends before it and within
+    # extend_passes data passes (None: not)
     extend_until: float = None
+    extend_passes: float = None
 
 
 @dataclass
@@ -612,19 +614,27 @@ def _sample(pool, plan, out):
 
 def _ends_in_time(pool, plan, steps, steps0, t0):
     """Whether a sampling round of ``steps`` the pass budget cut may run
-    whole: the automatic budget extends to ``plan.extend_until`` when the
-    round, at the pace measured (sampling rounds so far, else the warm-up),
-    ends before it.  The rounds are sized to reach the target, so a fit
-    goes past its passes only where converging is predicted in time."""
+    whole: the automatic budget extends to ``plan.extend_until`` (seconds)
+    and ``plan.extend_passes`` (data passes, all chains, set-up included)
+    when the round, at the pace measured (sampling rounds so far, else the
+    warm-up), ends within both.  The rounds are sized to reach the target,
+    so a fit goes past its budget only where converging is predicted within
+    a few budgets' passes and in time; one that would need many more stops
+    at its budget and says how long."""
     if plan.extend_until is None:
         return False
+    m = pool.n_chains
     if pool.n_steps > steps0:
         seconds_per_step = (time.perf_counter() - t0) / (pool.n_steps - steps0)
     elif pool.n_steps > 0:
         seconds_per_step = pool.seconds / pool.n_steps
     else:
         return False
-    return time.perf_counter() + steps * seconds_per_step <= plan.extend_until
+    evals_per_step = pool.n_grad_evals / max(pool.n_steps * m, 1)
+    passes = (plan.setup_evals + pool.n_grad_evals + steps * evals_per_step * m) \
+        / max(plan.n_rows, 1)
+    return (time.perf_counter() + steps * seconds_per_step <= plan.extend_until
+            and (plan.extend_passes is None or passes <= plan.extend_passes))
 
 
 def _warmup_cap(pool, plan, steps):

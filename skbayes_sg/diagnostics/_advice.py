@@ -321,9 +321,10 @@ def _ess_message(estimator, a, s, rec, short):
         if max_passes is not None:
             used = getattr(estimator, "n_passes_", 0.0)
             # the automatic budget may run on while converging is predicted in time
-            extend = getattr(estimator, "_extend_seconds", None)
-            past = (f", sampling went on while it would end within {extend / 60:g} minutes "
-                    f"of the fit's start" if extend and used > 1.05 * max_passes else "")
+            extend = getattr(estimator, "_extend_limits", None)
+            past = (f", sampling went on past it while converging was predicted within "
+                    f"{extend[1]:g} times the budget and {extend[0] / 60:g} minutes"
+                    if extend and used > 1.05 * max_passes else "")
             limit.append(f"max_passes (the budget was {max_passes:,.0f} data passes; "
                          f"{used:,.0f} were used{past})")
         max_time = _params(estimator).get("max_time")
