@@ -57,16 +57,22 @@ def test_a_short_fit_writes_one_line_to_a_log(data, capsys, monkeypatch):
     _final_line_agrees(lines[0], est)
 
 
+def _fit_in_a_terminal(data, monkeypatch):
+    """A default fit with ``verbose=1`` writing to a fake terminal: the
+    estimator and what it wrote."""
+    term = _Terminal()
+    monkeypatch.setattr(sys, "stdout", term)
+    X, y = data
+    est = SGMCMCLogisticRegression(random_state=0, verbose=1).fit(X, y)
+    return est, term.getvalue()
+
+
 def test_a_terminal_gets_one_line_per_phase_redrawn_in_place(data, monkeypatch):
     """A terminal without tqdm: each phase's line is redrawn with carriage
     returns and ended once; then the final line."""
     monkeypatch.setitem(sys.modules, "tqdm", None)      # import tqdm fails
     monkeypatch.setattr(_runner, "PROGRESS_SECONDS", 0.0)  # redraw at every segment
-    term = _Terminal()
-    monkeypatch.setattr(sys, "stdout", term)
-    X, y = data
-    est = SGMCMCLogisticRegression(random_state=0, verbose=1).fit(X, y)
-    out = term.getvalue()
+    est, out = _fit_in_a_terminal(data, monkeypatch)
     lines = out.split("\n")
     assert lines[-1] == ""
     assert [line.split("\r")[-1].split(" (")[0] for line in lines[:2]] == ["warm-up", "sampling"]
@@ -129,11 +135,7 @@ def test_an_interrupted_phase_says_so():
 
 def test_tqdm_draws_one_bar_per_phase_in_a_terminal(data, monkeypatch):
     pytest.importorskip("tqdm")
-    term = _Terminal()
-    monkeypatch.setattr(sys, "stdout", term)
-    X, y = data
-    est = SGMCMCLogisticRegression(random_state=0, verbose=1).fit(X, y)
-    out = term.getvalue()
+    est, out = _fit_in_a_terminal(data, monkeypatch)
     lines = out.split("\n")
     assert len(lines) == 4, out                # two bars left on screen, the final line
     assert lines[0].split("\r")[-1].startswith("warm-up (4 chains): 100%")

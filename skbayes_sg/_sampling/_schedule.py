@@ -571,7 +571,7 @@ def _sample(pool, plan, out):
     pool.plan_phase("sampling", int(np.ceil(steps / FIRST_ROUND)))
     for round_ in range(MAX_ROUNDS):
         affordable = _affordable(pool, plan, steps, evals0, steps0, t0)
-        if affordable < steps and _ends_in_time(pool, plan, steps, steps0, t0):
+        if affordable < steps and _ends_in_time(pool, plan, steps, evals0, steps0, t0):
             affordable = steps
         if affordable < steps:
             out.budget_exhausted = True
@@ -612,29 +612,34 @@ def _sample(pool, plan, out):
     return store, batch_sizes()
 
 
-def _ends_in_time(pool, plan, steps, steps0, t0):
+def _ends_in_time(pool, plan, steps, evals0, steps0, t0):
     """Whether a sampling round of ``steps`` the pass budget cut may run
     whole: the automatic budget extends to ``plan.extend_until`` (seconds)
     and ``plan.extend_passes`` (data passes, all chains, set-up included)
-    when the round, at the pace measured (sampling rounds so far, else the
-    warm-up), ends within both.  The rounds are sized to reach the target,
-    so a fit goes past its budget only where converging is predicted within
-    a few budgets' passes and in time; one that would need many more stops
-    at its budget and says how long."""
-    if plan.extend_until is None:
+    when the round, at the pace measured (:func:`_pace`), ends within both.
+    The rounds are sized to reach the target, so a fit goes past its budget
+    only where converging is predicted within a few budgets' passes and in
+    time; one that would need many more stops at its budget and says how
+    long."""
+    evals_per_step, seconds_per_step = _pace(pool, evals0, steps0, t0)
+    if plan.extend_until is None or seconds_per_step is None:
         return False
-    m = pool.n_chains
-    if pool.n_steps > steps0:
-        seconds_per_step = (time.perf_counter() - t0) / (pool.n_steps - steps0)
-    elif pool.n_steps > 0:
-        seconds_per_step = pool.seconds / pool.n_steps
-    else:
-        return False
-    evals_per_step = pool.n_grad_evals / max(pool.n_steps * m, 1)
-    passes = (plan.setup_evals + pool.n_grad_evals + steps * evals_per_step * m) \
+    passes = (plan.setup_evals + pool.n_grad_evals + steps * evals_per_step * pool.n_chains) \
         / max(plan.n_rows, 1)
     return (time.perf_counter() + steps * seconds_per_step <= plan.extend_until
             and (plan.extend_passes is None or passes <= plan.extend_passes))
+
+
+def _pace(pool, evals0, steps0, t0):
+    """``(gradient evaluations per step and chain, seconds per step)``
+    measured on the sampling rounds so far, else on the warm-up; None, None
+    before any step."""
+    if pool.n_steps > steps0:
+        return ((pool.n_grad_evals - evals0) / ((pool.n_steps - steps0) * pool.n_chains),
+                (time.perf_counter() - t0) / (pool.n_steps - steps0))
+    if pool.n_steps > 0:
+        return pool.n_grad_evals / (pool.n_steps * pool.n_chains), pool.seconds / pool.n_steps
+    return None, None
 
 
 def _warmup_cap(pool, plan, steps):
@@ -652,14 +657,7 @@ def _affordable(pool, plan, steps, evals0, steps0, t0):
     """``steps`` cut to what the budget has left (per chain); the cost of a
     step is measured on the sampling rounds so far, else on the warm-up."""
     n, m = max(plan.n_rows, 1), pool.n_chains
-    if pool.n_steps > steps0:
-        evals_per_step = (pool.n_grad_evals - evals0) / ((pool.n_steps - steps0) * m)
-        seconds_per_step = (time.perf_counter() - t0) / (pool.n_steps - steps0)
-    elif pool.n_steps > 0:
-        evals_per_step = pool.n_grad_evals / (pool.n_steps * m)
-        seconds_per_step = pool.seconds / pool.n_steps
-    else:
-        evals_per_step = seconds_per_step = None
+    evals_per_step, seconds_per_step = _pace(pool, evals0, steps0, t0)
     if plan.max_passes is not None:
         left = plan.max_passes * n - (plan.setup_evals + pool.n_grad_evals)
         if left <= 0:

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._convergence import (
-    MCMCConvergenceWarning, MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, _MIN_DRAWS,
-    _SUMMARY_BLOCK_ELEMENTS, _as_chains, _final_estimator, _parameter_reader, _rank_block)
+    MCMCConvergenceWarning, MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, _MIN_DRAWS, _SUMMARY_BLOCK_ELEMENTS,
+    _as_chains, _final_estimator, _parameter_reader, _rank_block)
 
 __all__ = ["Assessment", "assess", "check_convergence", "convergence_messages", "ess_targets",
            "recommend"]
@@ -153,11 +153,6 @@ def assess(estimator, *, rhat_threshold=RHAT_THRESHOLD, min_ess_per_chain=None, 
     block = max(1, _SUMMARY_BLOCK_ELEMENTS // max(n_chains * n_kept, 1))
     for start in range(0, n_params if need_bulk or need_rhat or need_tail else 0, block):
         stop = min(start + block, n_params)
-        if n_kept < _MIN_DRAWS:
-            for values, needed in ((tail, need_tail), (bulk, need_bulk), (r, need_rhat)):
-                if needed:
-                    values[start:stop] = np.nan
-            continue
         a, _ = _as_chains(read(start, stop))
         # one pass of the compiled kernel: the sorts are shared
         ess_bulk, rhat_values, ess_tail = _rank_block(a, bulk=need_bulk or need_rhat,

@@ -104,7 +104,6 @@ def expected_calibration_error(y_true, proba, n_bins=15, *, classes=None):
     # confidence on an edge belongs to the bin below it)
     bins = np.searchsorted(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], conf, side="left")
     n = proba.shape[0]
-    count = np.bincount(bins, minlength=n_bins)
     acc_sum = np.bincount(bins, weights=correct.astype(np.float64), minlength=n_bins)
     conf_sum = np.bincount(bins, weights=conf, minlength=n_bins)
     return float(np.sum(np.abs(acc_sum - conf_sum)) / n)

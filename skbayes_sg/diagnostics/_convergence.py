@@ -263,8 +263,7 @@ def ess(draws, method="bulk", *, relative=False):
 def _ess(a, method):
     """:func:`ess` of (P, m, n) draws, as an array of shape (P,) (bulk and
     tail: the compiled kernel, :func:`_rank_block`)."""
-    P, m, n = a.shape
-    if n < _MIN_DRAWS or method == "mean":
+    if method == "mean":
         return _ess_numpy(a, method)
     ess_bulk, _, ess_tail = _rank_block(a, bulk=method == "bulk", tail=method == "tail")
     return ess_bulk if method == "bulk" else ess_tail
@@ -341,8 +340,6 @@ def rhat(draws):
 def _rhat(a):
     """:func:`rhat` of (P, m, n) draws, as an array of shape (P,) (the
     compiled kernel, :func:`_rank_block`)."""
-    if a.shape[2] < _MIN_DRAWS:
-        return np.full(a.shape[0], np.nan)
     return _rank_block(a, bulk=True, tail=False)[1]
 
 
@@ -389,8 +386,6 @@ def bulk_ess_and_rhat(draws, n_jobs=None, tail=False):
     draws = np.asarray(draws)
     m, n, P = draws.shape
     values = [np.full(P, np.nan) for _ in range(3 if tail else 2)]
-    if n < _MIN_DRAWS:
-        return tuple(values)
     block = max(1, _BLOCK_ELEMENTS // max(m * n, 1))
     starts = range(0, P, block)
     threads = _thread_count(n_jobs)
@@ -422,16 +417,17 @@ def _thread_count(n_jobs):
 
 
 def _rank_block(a, bulk=True, tail=False):
-    """``(bulk ESS, R-hat, tail ESS)`` of (P, m, n) draws (n >= 4), by the
-    compiled kernel (:mod:`._rank_kernel`): NaN for parameters with
-    non-finite draws and for what was not asked.  Parameters whose
+    """``(bulk ESS, R-hat, tail ESS)`` of (P, m, n) draws, by the compiled
+    kernel (:mod:`._rank_kernel`): NaN for parameters with non-finite draws,
+    for fewer than ``_MIN_DRAWS`` draws a chain and for what was not asked.  Parameters whose
     autocorrelation outlasts the kernel's direct sums get the numpy (FFT)
     values."""
     from ._rank_kernel import rank_diagnostics
     P, m, n = a.shape
     out = [np.full(P, np.nan) for _ in range(3)]
-    finite = np.all(np.isfinite(a), axis=(1, 2))
-    idx = np.flatnonzero(finite)
+    if n < _MIN_DRAWS:
+        return tuple(out)
+    idx = np.flatnonzero(np.all(np.isfinite(a), axis=(1, 2)))
     if not idx.size:
         return tuple(out)
     x = np.ascontiguousarray(a if idx.size == P else a[idx], dtype=np.float64)
@@ -694,13 +690,10 @@ def _summary_block(part, quantiles):
     mean = flat_draws.mean(axis=0)
     sd = flat_draws.std(axis=0, ddof=1) if m * n > 1 else np.full(p, np.nan)
     a, _ = _as_chains(part)                                     # (p, m, n)
-    if n < _MIN_DRAWS:
-        ess_bulk = ess_tail = rhat = np.full(p, np.nan)
-    else:
-        ess_bulk, rhat, ess_tail = _rank_block(a, bulk=True, tail=True)
-        with np.errstate(invalid="ignore"):
-            const = np.ptp(a.reshape(p, m * n), axis=1) < np.finfo(np.float64).resolution
-        rhat[const] = np.nan
+    ess_bulk, rhat, ess_tail = _rank_block(a, bulk=True, tail=True)
+    with np.errstate(invalid="ignore"):
+        const = np.ptp(a.reshape(p, m * n), axis=1) < np.finfo(np.float64).resolution
+    rhat[const] = np.nan
     with np.errstate(invalid="ignore"):
         q = np.quantile(flat_draws, quantiles, axis=0)
     return np.column_stack([mean, sd, *q, ess_bulk, ess_tail, rhat])

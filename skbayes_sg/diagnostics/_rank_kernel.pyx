@@ -47,12 +47,12 @@ cdef void _scores(Item* items, Py_ssize_t N, const double* table, double* out) n
         i = j + 1
 
 
-cdef double _rhat_basic(const double* x, Py_ssize_t M, Py_ssize_t h) noexcept nogil:
-    """``sqrt((B/W + h - 1) / h)`` of M chains of h draws (``_rhat_basic``)."""
+cdef double _rhat_basic(const double* x, Py_ssize_t M, Py_ssize_t h,
+                        double* mv) noexcept nogil:
+    """``sqrt((B/W + h - 1) / h)`` of M chains of h draws (``_rhat_basic``);
+    ``mv``: M values of scratch (the chain means)."""
     cdef Py_ssize_t c, t
     cdef double mean, var, within = 0.0, grand = 0.0, between = 0.0, d
-    cdef vector[double] mv
-    mv.resize(M)
     for c in range(M):
         mean = 0.0
         for t in range(h):
@@ -74,15 +74,16 @@ cdef double _rhat_basic(const double* x, Py_ssize_t M, Py_ssize_t h) noexcept no
     return sqrt((between / within + h - 1) / h)
 
 
-cdef double _ess_basic(const double* x, Py_ssize_t M, Py_ssize_t h, int* flag) noexcept nogil:
+cdef double _ess_basic(const double* x, Py_ssize_t M, Py_ssize_t h, double* mv,
+                       int* flag) noexcept nogil:
     """``_ess_basic`` of M chains of h draws (Geyer's initial positive and
     monotone sequences), autocovariances summed directly; ``flag[0] = 1``
-    (and NaN returned) when the sequence runs past ``MAX_DIRECT_PAIRS``."""
+    (and NaN returned) when the sequence runs past ``MAX_DIRECT_PAIRS``;
+    ``mv``: M values of scratch (the chain means)."""
     cdef Py_ssize_t c, t, k, lag, k_max, size = M * h
     cdef double lo = INFINITY, hi = -INFINITY, v, d, mean_var = 0.0, var_plus
     cdef double grand = 0.0, spread = 0.0, head = 0.0, run_min = INFINITY
     cdef double r_even, r_odd, pair_sum, tail, tau, acc
-    cdef vector[double] mv
     if h < 2:
         return NAN
     for t in range(size):
@@ -93,7 +94,6 @@ cdef double _ess_basic(const double* x, Py_ssize_t M, Py_ssize_t h, int* flag) n
             hi = v
     if hi - lo < RESOLUTION:
         return <double> size
-    mv.resize(M)
     for c in range(M):
         acc = 0.0
         for t in range(h):
@@ -121,8 +121,8 @@ cdef double _ess_basic(const double* x, Py_ssize_t M, Py_ssize_t h, int* flag) n
         if k >= _MAX_DIRECT_PAIRS:
             flag[0] = 1
             return NAN
-        r_even = 1.0 if k == 0 else _rho(x, M, h, &mv[0], 2 * k, mean_var, var_plus)
-        r_odd = _rho(x, M, h, &mv[0], 2 * k + 1, mean_var, var_plus)
+        r_even = 1.0 if k == 0 else _rho(x, M, h, mv, 2 * k, mean_var, var_plus)
+        r_odd = _rho(x, M, h, mv, 2 * k + 1, mean_var, var_plus)
         pair_sum = r_even + r_odd
         if pair_sum <= 0.0 or k == k_max:
             break
@@ -185,7 +185,7 @@ def rank_diagnostics(const double[:, :, ::1] a, const double[::1] table, bint bu
     cdef double med, q, e, r_bulk, r_fold, e_lo, e_hi
     cdef int flag
     cdef vector[Item] items
-    cdef vector[double] xs, z, work, srt
+    cdef vector[double] xs, z, work, srt, means
     cdef vector[Py_ssize_t] order
     if h < 2:
         raise ValueError("rank_diagnostics needs at least 4 draws per chain")
@@ -195,6 +195,7 @@ def rank_diagnostics(const double[:, :, ::1] a, const double[::1] table, bint bu
     work.resize(Ns)
     srt.resize(Nf if Nf > Ns else Ns)
     order.resize(Ns)
+    means.resize(M)
     with nogil:
         for p in range(P):
             # split chains: first halves of every chain, then second halves
@@ -209,8 +210,8 @@ def rank_diagnostics(const double[:, :, ::1] a, const double[::1] table, bint bu
                     items[i].second = i
                 sort(items.begin(), items.begin() + Ns)
                 _scores(&items[0], Ns, &table[0], &z[0])
-                r_bulk = _rhat_basic(&z[0], M, h)
-                ess_bulk[p] = _ess_basic(&z[0], M, h, &flag)
+                r_bulk = _rhat_basic(&z[0], M, h, &means[0])
+                ess_bulk[p] = _ess_basic(&z[0], M, h, &means[0], &flag)
                 if flag:
                     fallback[p] |= 1
                 # the draws folded about their median (Ns is even; np.median's
@@ -232,7 +233,7 @@ def rank_diagnostics(const double[:, :, ::1] a, const double[::1] table, bint bu
                         items[i].second = order[hi]
                         hi += 1
                 _scores(&items[0], Ns, &table[0], &work[0])
-                r_fold = _rhat_basic(&work[0], M, h)
+                r_fold = _rhat_basic(&work[0], M, h, &means[0])
                 # np.maximum: NaN (constant draws) wins
                 if r_bulk != r_bulk or r_fold != r_fold:
                     rhat[p] = NAN
@@ -254,7 +255,7 @@ def rank_diagnostics(const double[:, :, ::1] a, const double[::1] table, bint bu
                     for t in range(Ns):
                         work[t] = 1.0 if xs[t] <= q else 0.0
                     flag = 0
-                    e = _ess_basic(&work[0], M, h, &flag)
+                    e = _ess_basic(&work[0], M, h, &means[0], &flag)
                     if flag:
                         fallback[p] |= 2
                     if i == 0:
