@@ -85,8 +85,11 @@ def test_a_chain_that_does_not_move_is_a_failed_fit(text_10k):
     Metropolis proposal is rejected.  The fit says it failed (not 'worth N
     independent ones'), and ess_ counts no repeat."""
     X, y = text_10k
+    # a fixed number of leapfrog steps: with n_leapfrog="auto" no step is
+    # longer than the trajectory drawn (down to 0.8 here), which a few
+    # proposals pass
     est = SGMCMCRidge(alpha=1.0, noise_var=1.0, fit_intercept=False, step_size=5.0,
-                      n_warmup=10, n_samples=20, random_state=0)
+                      n_leapfrog=3, n_warmup=10, n_samples=20, random_state=0)
     with pytest.warns(MCMCConvergenceWarning, match="The fit failed") as record:
         est.fit(X, y)
     message = str(record[0].message)
@@ -110,8 +113,10 @@ def test_default_chains_move_at_ten_thousand_parameters(text_10k):
     assert est.metric_ == "lowrank" and est.metropolis_
     assert 0.5 <= est.acceptance_rate_ <= 0.98
     assert np.all(est.n_distinct_draws_ >= 0.5 * est.n_samples_)
-    # the trajectory follows the slowest whitened direction left (eigenvalue < 1)
-    assert est._fit_setup.sampler_config["trajectory"] > np.pi / 2
+    # the trajectory follows the slowest whitened direction left (eigenvalue
+    # < 1): its lengths reach past the reference's quarter period
+    config = est._fit_setup.sampler_config
+    assert config["trajectory"] * (1 + config["jitter"]) > np.pi / 2
 
 
 def test_a_diagonal_metric_asked_for_stays_diagonal_and_moves(text_10k):

@@ -526,7 +526,7 @@ def _build_leapfrog(dim, cfg, state, generator):
     dyn = _dynamics.SGHMCLeapfrog(dim, cfg["step_size"], cfg["temperature"],
                                   n_leapfrog=cfg["n_leapfrog"], reference_precision=kappa,
                                   metropolis=cfg.get("metropolis", False),
-                                  trajectory=trajectory)
+                                  trajectory=trajectory, jitter=cfg.get("jitter", 0.25))
     return _restore(dyn, state)
 
 
