@@ -147,6 +147,35 @@ def test_row_forms_short_and_long_rows(K):
                     atol=1e-8)
 
 
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_compiled_forms_take_any_csr_layout(index_dtype):
+    """The compiled Gram and row forms on CSR rows as users build them:
+    unsorted column indices, a column repeated within a row (the sparse
+    product sums them), float32 values and 64-bit indices, against the
+    dense rows; the Gram symmetric."""
+    rng = np.random.default_rng(7)
+    n, d = 40, 30
+    lens = rng.integers(0, 8, n)
+    indptr = np.concatenate([[0], np.cumsum(lens)]).astype(index_dtype)
+    indices = rng.integers(0, d, indptr[-1]).astype(index_dtype)   # unsorted, repeats
+    data = rng.normal(size=indptr[-1]).astype(np.float32)
+    X = sp.csr_matrix((data, indices, indptr), shape=(n, d))
+    assert not X.has_canonical_format
+    dense = X.astype(np.float64).toarray()       # repeats summed (in float64)
+    w = rng.uniform(0.5, 2.0, n)
+    for fit_intercept in (False, True):
+        G = _context._sparse_gram(X, w, fit_intercept)
+        Xe = np.hstack([dense, np.ones((n, 1))]) if fit_intercept else dense
+        assert_allclose(G, Xe.T @ (w[:, None] * Xe), rtol=1e-12, atol=1e-12)
+        assert_allclose(G, G.T, rtol=0, atol=0)
+        dext = Xe.shape[1]
+        A = rng.normal(size=(2 * dext, 2 * dext))
+        S = A @ A.T
+        expected = np.einsum("ia,kamb,ib->ikm", Xe, S.reshape(2, dext, 2, dext), Xe)
+        assert_allclose(_sparse_row_forms(X, fit_intercept, S, 2), expected,
+                        rtol=1e-10, atol=1e-10)
+
+
 def test_lanczos_finds_a_clustered_top():
     """A spectrum whose top is a cluster (random sparse rows): the Ritz value
     is within the tolerance's order in tens of products."""
