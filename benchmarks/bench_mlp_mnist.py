@@ -161,6 +161,9 @@ def run_sampler(name, hidden, Xtr, ytr, Xte, yte, *, epochs, batch_size, draws, 
     clf = SGMCMCMLPClassifier(
         hidden, sampler=sampler, subsampling=subsampling, step_size=h * step_scale,
         batch_size=batch_size, n_samples=n_draws, n_warmup=0, thin=thin, alpha=1.0,
+        # one chain (the defaults run 4: an epoch would be 4 chains' work
+        # against one SGD epoch), the N(0, I) prior of the papers' networks
+        n_chains=1, prior="isotropic",
         device=device, random_state=seed, **extra,
     )
     for epoch in range(1, epochs + 1):
