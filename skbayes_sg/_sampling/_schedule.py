@@ -627,14 +627,14 @@ def _sample(pool, plan, out):
 
 
 def _ends_in_time(pool, plan, steps, evals0, steps0, t0):
-    """Whether a sampling round of ``steps`` the pass budget cut may run
-    whole: the automatic budget extends to ``plan.extend_until`` (seconds)
-    and ``plan.extend_passes`` (data passes, all chains, set-up included)
-    when the round, at the pace measured (:func:`_pace`), ends within both.
-    The rounds are sized to reach the target, so a fit goes past its budget
-    only where converging is predicted within a few budgets' passes and in
-    time; one that would need many more stops at its budget and says how
-    long."""
+    """Whether a sampling round the pass budget cut may run whole, given
+    ``steps``, the steps predicted to reach the target (the round itself
+    may be capped shorter): the automatic budget extends to
+    ``plan.extend_until`` (seconds) and ``plan.extend_passes`` (data passes,
+    all chains, set-up included) when those steps, at the pace measured
+    (:func:`_pace`), end within both.  So a fit goes past its budget only
+    where converging is predicted within a few budgets' passes and in time;
+    one that would need many more stops at its budget and says how long."""
     evals_per_step, seconds_per_step = _pace(pool, evals0, steps0, t0)
     if plan.extend_until is None or seconds_per_step is None:
         return False
