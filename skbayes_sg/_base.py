@@ -85,8 +85,8 @@ AUTO_BUDGET_FLOPS = 5e9
 AUTO_BUDGET_GROWTH = 50.0
 AUTO_BUDGET_PASSES = (1000, 200_000)
 #: max_passes="auto" with max_time=None: sampling goes past the pass budget,
-#: one round at a time, while the pace measured says the round (sized to reach
-#: the ESS target) ends within AUTO_EXTEND_SECONDS of the fit's start and
+#: one round at a time, while the pace measured says the rest of the way to
+#: the ESS target ends within AUTO_EXTEND_SECONDS of the fit's start and
 #: within AUTO_EXTEND_FACTOR times the budget's passes.  A fit that converges
 #: a little past a flop count is not stopped at it (a9a with pairwise
 #: interactions, 5,439 parameters, needs ~2.5x its pass budget: about six
@@ -117,9 +117,9 @@ AUTO_DENSE_BYTES = 512 << 20
 #: a Metropolis-adjusted HMC trajectory in a diagonal metric lasts a quarter
 #: period of its slowest direction, at most this many of the reference's
 MAX_TRAJECTORY_FACTOR = 8.0
-#: where that quarter period is longer than the reference's by at least
-#: WIDE_SPAN_TURN, trajectory lengths are drawn uniform in TRAJECTORY_SPAN
-#: times it, not within 25% of it.  From there on the longest of the narrow
+#: its lengths are drawn uniform in NARROW_SPAN times it, or in WIDE_SPAN
+#: times it where it is longer than the reference's by at least
+#: WIDE_SPAN_TURN.  From there on the longest of the narrow
 #: span's lengths (1.25 quarter periods of the slowest direction) turns the
 #: bulk (whitened eigenvalues near 1) by a half turn, which flips z and
 #: keeps |z|: on the text ridge (slowest quarter period 1.70 times the
@@ -133,7 +133,8 @@ MAX_TRAJECTORY_FACTOR = 8.0
 #: spectra (2 to 8 times fewer gradients than the narrow span for the same
 #: ESS and R-hat)
 WIDE_SPAN_TURN = 1.6
-TRAJECTORY_SPAN = (0.25, 1.25)
+NARROW_SPAN = (0.75, 1.25)
+WIDE_SPAN = (0.25, 1.25)
 #: lazy sparse steps where a minibatch touches fewer than 1/LAZY_DENSITY of the
 #: coordinates (a lazy coordinate update costs a few eager ones)
 LAZY_DENSITY = 4.0
@@ -146,13 +147,11 @@ def trajectory_lengths(lam_min):
     ``[1 - j, 1 + j]`` times the centre.  The slowest direction turns by a
     quarter turn in ``(pi / 2) / sqrt(lam_min)`` (at most
     ``MAX_TRAJECTORY_FACTOR`` reference quarter periods); the lengths span
-    25% either side of it, or ``TRAJECTORY_SPAN`` of it from
-    ``WIDE_SPAN_TURN`` reference quarter periods on."""
+    ``NARROW_SPAN`` of it, or ``WIDE_SPAN`` from ``WIDE_SPAN_TURN``
+    reference quarter periods on."""
     turn = min(1.0 / np.sqrt(min(max(lam_min, 1e-12), 1.0)), MAX_TRAJECTORY_FACTOR)
+    lo, hi = WIDE_SPAN if turn >= WIDE_SPAN_TURN else NARROW_SPAN
     quarter = 0.5 * np.pi * turn
-    if turn < WIDE_SPAN_TURN:
-        return {"trajectory": quarter, "jitter": 0.25}
-    lo, hi = TRAJECTORY_SPAN
     return {"trajectory": quarter * (lo + hi) / 2, "jitter": (hi - lo) / (hi + lo)}
 
 

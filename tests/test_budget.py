@@ -12,6 +12,7 @@ from sklearn.datasets import make_classification
 
 from skbayes_sg import SGMCMCLogisticRegression
 from skbayes_sg import _base
+from skbayes_sg._sampling import _schedule
 from skbayes_sg.diagnostics import MCMCConvergenceWarning
 
 # this fit converges in about 1,800 passes (3.6 budgets of 500); with a
@@ -70,7 +71,6 @@ def test_a_round_adds_at_most_twice_the_draws_made(monkeypatch):
     the predicted length (20,000 effective draws) ends far below the target,
     so that the cap binds; without it the second round is far larger (the
     power check)."""
-    from skbayes_sg._sampling import _schedule
     monkeypatch.setattr(_schedule, "FIRST_ROUND", 0.05)
     X, y = _data()
     kwargs = dict(target_ess=20_000, max_passes=1e8, random_state=0)

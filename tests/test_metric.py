@@ -17,7 +17,7 @@ from scipy.linalg import solve_triangular
 from sklearn.exceptions import ConvergenceWarning
 
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
-from skbayes_sg._base import SamplingDivergedError
+from skbayes_sg._base import WIDE_SPAN_TURN, SamplingDivergedError, trajectory_lengths
 from skbayes_sg._sampling import _dynamics as dyn
 from skbayes_sg._sampling import _error_model as em
 from skbayes_sg._sampling._chain import ChainOracle, run_segment
@@ -524,7 +524,6 @@ def test_trajectory_lengths_mix_the_scale_of_the_bulk():
     folded draws holds a fit back.  The lengths the defaults draw there
     (``trajectory_lengths``: [0.25, 1.25] of it) mix both; the narrow span
     is the power check.  20,000 draws: standard errors about 0.01-0.02."""
-    from skbayes_sg._base import WIDE_SPAN_TURN, trajectory_lengths
     X, y, mean, cov, P = _ridge()
     lam = np.array([0.3, 1.0, 1.0, 1.0])
     _, L0 = _laplace_metric(mean, P)

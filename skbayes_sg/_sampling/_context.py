@@ -68,8 +68,7 @@ def _sparse_gram(X, w, fit_intercept):
     rows are never densified."""
     d = X.shape[1]
     B = np.zeros((d + int(fit_intercept),) * 2)
-    B[:d, :d] = _sparse_forms.gram(X.indptr, X.indices, _float64(X.data),
-                                   np.ascontiguousarray(w, dtype=np.float64), d)
+    B[:d, :d] = _sparse_forms.gram(X.indptr, X.indices, _float64(X.data), _float64(w), d)
     if fit_intercept:
         col = np.asarray(X.T @ w, dtype=np.float64).ravel()
         B[:d, d] = B[d, :d] = col
@@ -125,7 +124,7 @@ def _sparse_row_forms(X, fit_intercept, S, K, X2=None):
     long_rows = np.flatnonzero(~short)
     _sparse_forms.row_forms(X.indptr, X.indices, _float64(X.data),
                             np.flatnonzero(short).astype(np.intp),
-                            np.ascontiguousarray(S, dtype=np.float64), K, dext,
+                            _float64(S), K, dext,
                             bool(fit_intercept), Q)
     block = max(1, PAIR_BLOCK // dext)
     for start in range(0, len(long_rows), block):

@@ -123,7 +123,7 @@ _DOC_PARAMS = """
         times ``2 (d / 2000)^2`` above 2,000 parameters (at most 50 times),
         between 1,000 and 200,000 (``max_passes_``); with ``max_time=None``
         sampling then goes on past it, a round at a time, while the pace
-        measured says the round (sized to reach the target) ends within 4
+        measured says the rest of the way to the target ends within 4
         times the budget's passes and 15 minutes of the fit's start (a fit
         that converges a little past a flop count is not cut there; one
         that needs many budgets stops and says how long).  None: no
