@@ -1,6 +1,6 @@
 """skbayes_sg: scikit-learn compatible Bayesian estimators sampled with SG-MCMC."""
-from ._base import SamplingDivergedError
 from ._version import __version__
+from .exceptions import SamplingDivergedError
 from .linear_model import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge
 from .neural_network import SGMCMCMLPClassifier
 

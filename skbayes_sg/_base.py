@@ -35,6 +35,7 @@ from ._sampling._specs import (
 from ._sampling._spectrum import extreme_eigenpairs, extreme_eigenvalues
 from ._sampling._runner import (CHECK_EVERY, ChainPool, ChainSpec, initial_state,
                                 note_interrupt)
+from .exceptions import SamplingDivergedError
 
 DEFAULT_BATCH_SIZE = 100
 #: the dense (Cholesky) Laplace metric up to this many parameters, a
@@ -153,10 +154,6 @@ def trajectory_lengths(lam_min):
     lo, hi = WIDE_SPAN if turn >= WIDE_SPAN_TURN else NARROW_SPAN
     quarter = 0.5 * np.pi * turn
     return {"trajectory": quarter * (lo + hi) / 2, "jitter": (hi - lo) / (hi + lo)}
-
-
-class SamplingDivergedError(FloatingPointError, ValueError):
-    """A chain diverged: non-finite parameters, or far outside the posterior."""
 
 
 @dataclass
@@ -329,7 +326,7 @@ class BaseSGMCMC(BaseEstimator):
         "fit_intercept": ["boolean"],
         "temperature": [Interval(numbers.Real, 0, None, closed="neither")],
         "init": [StrOptions({"auto", "laplace", "mode", "zeros", "prior"}), "array-like"],
-        "ewsg_chain_length": [Interval(numbers.Integral, 0, None, closed="left")],
+        "ewsg_chain_length": [Interval(numbers.Integral, 1, None, closed="left")],
         "ewsg_x": [StrOptions(set(EWSG_X_MODES))],
         "access": [StrOptions({"random", "reshuffle", "cyclic"})],
         "snapshot_period": [Interval(numbers.Integral, 1, None, closed="left"),
@@ -915,11 +912,6 @@ class BaseSGMCMC(BaseEstimator):
                 and self.pv_threshold != "pilot"):
             problems.append(f"pilot_steps={self.pilot_steps!r} has no effect unless "
                             "pv_threshold='pilot'")
-        if subsampling in ("ewsg", "ewsg-cv", "ewsg-svrg") and self.ewsg_chain_length == 0:
-            problems.append(
-                f"ewsg_chain_length=0 with subsampling={subsampling!r} makes no index chain, "
-                "i.e. plain subsampling: use subsampling='uniform' (or 'cv', 'svrg'), or "
-                "ewsg_chain_length >= 1")
         if subsampling == "full" and self.batch_size != "auto":
             problems.append(f"batch_size={self.batch_size!r} has no effect with "
                             "subsampling='full' (every row, every step)")

@@ -8,6 +8,10 @@
   ``_sampling/_specs.py``); each engine's registry covers exactly the specs
   that name it, and the estimators' constraints, "does not act" rules and
   docstrings are read from them.
+* One vocabulary for the two engines: a parameter both estimators have
+  accepts on the network a subset of what it accepts on the linear models
+  (the network may offer fewer values, never other ones), and every
+  subsampling the network lacks carries the reason it gives the user.
 """
 import ast
 import inspect
@@ -16,7 +20,10 @@ from pathlib import Path
 import pytest
 
 import skbayes_sg
-from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge
+from sklearn.utils._param_validation import make_constraint
+
+from skbayes_sg import (SGMCMCLogisticRegression, SGMCMCMLPClassifier, SGMCMCPoissonRegressor,
+                        SGMCMCRidge)
 from skbayes_sg._sampling import _specs
 from skbayes_sg._sampling._registry import SAMPLERS, SUBSAMPLINGS
 
@@ -111,3 +118,33 @@ def test_linear_estimators_read_the_specs(Est):
         assert f'``"{name}"``' in " ".join(Est.__doc__.split())
         first_words = " ".join(_specs.DYNAMICS[name].doc.split()[:4])
         assert first_words in " ".join(Est.__doc__.split()), name
+
+
+def _accepted(constraints):
+    """The values a list of scikit-learn constraints accepts, as words."""
+    words = set()
+    for c in constraints:
+        c = make_constraint(c)
+        options = getattr(c, "options", None)
+        words |= {repr(v) for v in options} if options is not None else {str(c)}
+    return words
+
+
+@pytest.mark.parametrize("Linear", [SGMCMCLogisticRegression, SGMCMCRidge,
+                                    SGMCMCPoissonRegressor])
+def test_the_engines_share_one_vocabulary(Linear):
+    linear, network = Linear._parameter_constraints, SGMCMCMLPClassifier._parameter_constraints
+    shared = set(linear) & set(network) - {"class_weight"}   # a classifier's own
+    assert {"sampler", "subsampling", "snapshot_period", "ewsg_chain_length"} <= shared
+    for name in shared:
+        extra = _accepted(network[name]) - _accepted(linear[name])
+        assert not extra, f"{name}: the network accepts {extra}, the linear models do not"
+
+
+def test_every_subsampling_the_network_lacks_says_why():
+    for name, spec in _specs.ESTIMATORS.items():
+        on_network = _specs.NETWORK in spec.engines
+        assert on_network == (spec.network_refusal is None), name
+        if not on_network:
+            with pytest.raises(ValueError, match=f"subsampling={name!r} is not available"):
+                SGMCMCMLPClassifier(subsampling=name)._check_params()

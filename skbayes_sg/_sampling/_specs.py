@@ -167,6 +167,9 @@ class EstimatorSpec:
         noise at all).
     weighting : str or None
         How rows are drawn (None uniform, "ps" / "cvps" preferential weights).
+    network_refusal : str or None
+        Why the network estimator does not offer it (its error message names
+        this reason); None for the estimators the network carries.
     """
 
     name: str
@@ -177,29 +180,48 @@ class EstimatorSpec:
     access: bool = True
     control: object = "none"
     weighting: object = None
+    network_refusal: object = None
 
 
 _EWSG = ("ewsg_chain_length", "ewsg_x")
 _ADAPTIVE = ("pv_threshold", "pilot_steps")
 
+#: the network's reasons for the linear-only estimators (each a clause)
+_TABLE = ("it keeps a table of one gradient per datum; for a linear model that is n "
+          "scalars, but a network's per-datum gradients do not factor, so the table "
+          "needs n x n_params numbers")
+_PER_DATUM = ("its weights p_i ~ ||grad U_i|| need per-datum gradient norms, i.e. n "
+              "separate backward passes through the network")
+_EWSG_CONTROL = ("the network's EWSG weights are those of plain per-datum gradients; it "
+                 "has no EWSG with control variates (use 'ewsg', or 'cv' / 'svrg')")
+
 ESTIMATORS = {
-    "full": EstimatorSpec("full", stochastic=False, access=False, control=None),
+    "full": EstimatorSpec("full", stochastic=False, access=False, control=None,
+                          network_refusal="the network has no exact-gradient "
+                          "(Metropolis-adjusted) path; a minibatch gradient is its only "
+                          "kind"),
     "uniform": EstimatorSpec("uniform", engines=BOTH),
     "ewsg": EstimatorSpec("ewsg", _EWSG, engines=BOTH, index_chain=True),
     "cv": EstimatorSpec("cv", engines=BOTH, control="fixed"),
-    "preferential": EstimatorSpec("preferential", access=False, weighting="ps"),
+    "preferential": EstimatorSpec("preferential", access=False, weighting="ps",
+                                  network_refusal=_PER_DATUM),
     "cv-preferential": EstimatorSpec("cv-preferential", access=False, control="fixed",
-                                     weighting="cvps"),
-    "adaptive-cv": EstimatorSpec("adaptive-cv", _ADAPTIVE, control="fixed"),
+                                     weighting="cvps", network_refusal=_PER_DATUM),
+    "adaptive-cv": EstimatorSpec("adaptive-cv", _ADAPTIVE, control="fixed",
+                                 network_refusal="its batch size follows a bound on the "
+                                 "per-datum gradients' Lipschitz constants, which a "
+                                 "network does not have"),
     "adaptive-cv-preferential": EstimatorSpec(
         "adaptive-cv-preferential", _ADAPTIVE, access=False, control="fixed",
-        weighting="cvps"),
+        weighting="cvps", network_refusal=_PER_DATUM),
     "svrg": EstimatorSpec("svrg", ("snapshot_period",), engines=BOTH, control="snapshot"),
-    "saga": EstimatorSpec("saga", control="snapshot"),
-    "tmu": EstimatorSpec("tmu", ("snapshot_period",), control="snapshot"),
-    "ewsg-cv": EstimatorSpec("ewsg-cv", _EWSG, index_chain=True, control="fixed"),
+    "saga": EstimatorSpec("saga", control="snapshot", network_refusal=_TABLE),
+    "tmu": EstimatorSpec("tmu", ("snapshot_period",), control="snapshot",
+                         network_refusal=_TABLE),
+    "ewsg-cv": EstimatorSpec("ewsg-cv", _EWSG, index_chain=True, control="fixed",
+                             network_refusal=_EWSG_CONTROL),
     "ewsg-svrg": EstimatorSpec("ewsg-svrg", _EWSG + ("snapshot_period",), index_chain=True,
-                               control="snapshot"),
+                               control="snapshot", network_refusal=_EWSG_CONTROL),
 }
 
 

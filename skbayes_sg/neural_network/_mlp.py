@@ -22,6 +22,7 @@ from ._schedules import schedule_plan
 from .._sampling._runner import FitProgress, interrupt_note, progress_guard
 from .._sampling._specs import (
     DYNAMICS,
+    ESTIMATORS,
     NETWORK,
     dynamics_for,
     estimators_for,
@@ -33,26 +34,6 @@ from .._sampling._specs import (
 )
 
 __all__ = ["SGMCMCMLPClassifier"]
-
-# Gradient estimators that the linear estimators offer but a network cannot
-# afford, with the reason given to the user.
-_UNSUPPORTED_SUBSAMPLING = {
-    "saga": (
-        "it keeps a table of one gradient per datum; for a linear model that is "
-        "n scalars, but a network's per-datum gradients do not factor, so the "
-        "table needs n x n_params numbers"
-    ),
-    "agld": "its gradient table needs n x n_params numbers for a network (see 'saga')",
-    "tmu": "its gradient table needs n x n_params numbers for a network (see 'saga')",
-    "ppu": "its gradient table needs n x n_params numbers for a network (see 'saga')",
-    "preferential": (
-        "its weights p_i ~ ||grad U_i|| need per-datum gradient norms, i.e. n "
-        "separate backward passes through the network"
-    ),
-    "ps": "preferential weights need n per-datum backward passes (see 'preferential')",
-    "cv-ps": "preferential weights need n per-datum backward passes (see 'preferential')",
-    "cvps": "preferential weights need n per-datum backward passes (see 'preferential')",
-}
 
 # friction="auto": the momentum decay h * gamma per step of the underdamped
 # dynamics (the momentum-SGD analogue of momentum 0.9; for SGNHT, h A).
@@ -169,7 +150,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         (integer weights then get the step of the repeated rows; pSGLD's
         ``g / n`` and the CV mode search's ``U / n`` use it too).
         The value used is ``step_size_``. Too large a value makes the chain
-        diverge, which raises ``FloatingPointError``.
+        diverge, which raises ``SamplingDivergedError`` (a ``FloatingPointError``).
 
     batch_size : int or "auto", default="auto"
         Minibatch size ``b``; ``"auto"`` is ``min(200, n_rows)`` and a value
@@ -282,9 +263,9 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         Length ``M`` of the EWSG index chain; a step costs ``M + 1``
         minibatch gradients.
 
-    snapshot_period : int or None, default=None
-        Steps between SVRG snapshots; None means one data pass
-        (``ceil(n_rows / b)`` steps).
+    snapshot_period : int or "auto", default="auto"
+        Steps between SVRG snapshots; ``"auto"`` means one data pass
+        (``ceil(n_rows / b)`` steps), as on the linear estimators.
 
     map_epochs : int, default=10
         Passes of Adam over the data to find the mode used by
@@ -436,7 +417,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "thin": [Interval(Integral, 1, None, closed="left")],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
-        "alpha": [Interval(Real, 0, None, closed="left")],
+        "alpha": [Interval(Real, 0, None, closed="neither")],
         "prior": [StrOptions({"fan_in", "isotropic"})],
         "prior_scale": [Interval(Real, 0, None, closed="neither"), "array-like"],
         "prior_bias_scale": [Interval(Real, 0, None, closed="neither")],
@@ -449,7 +430,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         "class_weight": [StrOptions({"balanced"}), dict, None],
         **hyperparameter_constraints(),  # friction, inv_mass, n_leapfrog
         "ewsg_chain_length": [Interval(Integral, 1, None, closed="left")],
-        "snapshot_period": [None, Interval(Integral, 1, None, closed="left")],
+        "snapshot_period": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "map_epochs": [Interval(Integral, 0, None, closed="left")],
         "map_learning_rate": [Interval(Real, 0, None, closed="neither")],
         "max_draws_in_memory": [Interval(Integral, 1, None, closed="left")],
@@ -488,7 +469,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         inv_mass=1.0,
         n_leapfrog="auto",
         ewsg_chain_length=1,
-        snapshot_period=None,
+        snapshot_period="auto",
         map_epochs=10,
         map_learning_rate=1e-3,
         max_draws_in_memory=64,
@@ -539,10 +520,12 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     def _check_params(self):
         """Validate the parameters (constraints plus the explained refusals)."""
         sub = self.subsampling
-        if isinstance(sub, str) and sub.lower() in _UNSUPPORTED_SUBSAMPLING:
+        refusal = ESTIMATORS[sub].network_refusal if isinstance(sub, str) \
+            and sub in ESTIMATORS else None
+        if refusal:
             raise ValueError(
                 f"subsampling={sub!r} is not available for SGMCMCMLPClassifier: "
-                f"{_UNSUPPORTED_SUBSAMPLING[sub.lower()]}. "
+                f"{refusal}. "
                 f"Use one of {', '.join(repr(n) for n in estimators_for(NETWORK))}."
             )
         self._validate_params()
@@ -763,7 +746,7 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         ValueError
             If ``sample_weight`` has the wrong length, a negative or
             non-finite value, or is zero for every row.
-        FloatingPointError
+        SamplingDivergedError
             If a chain diverges (non-finite parameters); the message names
             ``step_size`` and a smaller value to try.
 

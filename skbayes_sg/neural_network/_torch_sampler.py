@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from .._sampling._normal_stream import NormalStream
+from ..exceptions import SamplingDivergedError
 from ._net_dynamics import NETWORK_DYNAMICS
 
 # Rows per chunk when a full-data gradient is needed (SVRG snapshots, CV mode).
@@ -613,7 +614,7 @@ class ChainRunner:
                 opt.step()
             theta = w.detach().clone()
             if not bool(torch.isfinite(theta).all()):
-                raise FloatingPointError(
+                raise SamplingDivergedError(
                     "The Adam search for the mode used by subsampling='cv' diverged "
                     f"(map_learning_rate={self.p['map_learning_rate']!r}); try "
                     f"map_learning_rate={self.p['map_learning_rate'] / 10:g}."
@@ -718,7 +719,9 @@ class ChainRunner:
                        if self.hyperprior is not None and self.prior_prec is not None else 0)
         estimate = self.ewsg_estimate if p["subsampling"] == "ewsg" else self.estimate
         svrg = p["subsampling"] == "svrg"
-        period = p["snapshot_period"] or int(math.ceil(self.n / self.b))
+        period = p["snapshot_period"]
+        if period in (None, "auto"):        # one data pass
+            period = int(math.ceil(self.n / self.b))
         verbose = progress is not None
         report_every = max(1, int(math.ceil(self.n / self.b)))
         loss_acc = torch.zeros((), device=self.device, dtype=self.dtype)
@@ -763,7 +766,7 @@ class ChainRunner:
 
     def _diverged(self):
         h = self.p["step_size"]
-        raise FloatingPointError(
+        raise SamplingDivergedError(
             f"The {self.p['sampler']} chain diverged (non-finite parameters) at step "
             f"{self.state['step']}: step_size={h!r} is too large for this problem; "
             f"try a smaller step_size, e.g. step_size={h / 10:g}."
