@@ -605,3 +605,31 @@ def test_sgnht_thermostat_absorbs_unknown_gradient_noise(T):
     assert abs(var_x - var_x_star) < Z * var_se
     # the noise is visible: SGHMC's kinetic temperature and Var x are inflated
     assert out["sghmc"][0][0] > 3 * T and out["sghmc"][1][0] > 3 * T / lam
+
+
+@pytest.mark.parametrize("kappa", [0.0, 1.3])
+def test_uld_takes_its_coefficients_from_a_restored_step(kappa):
+    """ULD's exact step depends on h through its coefficients: a step set by
+    ``set_state`` (a restored chain) or ``py_set_step`` integrates that h,
+    bit for bit as a ULD built with it (before, the coefficients kept the
+    constructor's h while ``step_size`` reported the new one)."""
+    rng = np.random.default_rng(3)
+    dim, h1, h2 = 6, 0.05, 0.2
+    oracle = ChainOracle(FullGradient(_iid_problem(rng.normal(size=dim), 0.5, 2.0)), 0.5)
+    theta0, v0 = rng.normal(size=dim), rng.normal(size=dim)
+
+    def run(dyn):
+        theta = theta0.copy()
+        dyn.set_state({"velocity": v0})
+        run_segment(oracle, dyn, theta, 3, 1, None, np.random.PCG64(7))
+        return theta
+
+    built = run(ULD(dim, h2, 1.0, friction=1.5, v0=v0, reference_precision=kappa))
+    restored = ULD(dim, h1, 1.0, friction=1.5, v0=v0, reference_precision=kappa)
+    restored.set_state({"step_size": np.array([h2])})
+    changed = ULD(dim, h1, 1.0, friction=1.5, v0=v0, reference_precision=kappa)
+    changed.py_set_step(h2)
+    np.testing.assert_array_equal(run(restored), built)
+    np.testing.assert_array_equal(run(changed), built)
+    assert not np.array_equal(run(ULD(dim, h1, 1.0, friction=1.5, v0=v0,
+                                      reference_precision=kappa)), built)

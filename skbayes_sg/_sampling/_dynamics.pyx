@@ -645,7 +645,13 @@ cdef class ULD(Dynamics):
         self.inv_mass = inv_mass
         self.velocity = np.zeros(dim) if v0 is None else np.array(v0, dtype=np.float64)
         self.noise2 = np.zeros(dim)
-        coef = uld_coefficients(step_size, friction, inv_mass, temperature, reference_precision)
+        self._set_coefficients()
+
+    def _set_coefficients(self):
+        """The exact step's coefficients at the current ``step_size`` (they
+        depend on it: a step changed without them would integrate another h)."""
+        coef = uld_coefficients(self.step_size, self.friction, self.inv_mass,
+                                self.temperature, self.kappa)
         (self.e_xx, self.e_xv, self.e_vx, self.e_vv, self.f_x, self.f_v,
          self.l_vv, self.l_xv, self.l_xx) = coef
 
@@ -693,8 +699,14 @@ cdef class ULD(Dynamics):
 
     def set_state(self, state):
         self._set_base_state(state)
+        self._set_coefficients()      # a restored step brings its coefficients
         if "velocity" in state:
             self.velocity = np.array(state["velocity"], dtype=np.float64)
+
+    def py_set_step(self, double h):
+        """Change h (coefficients recomputed)."""
+        Dynamics.py_set_step(self, h)
+        self._set_coefficients()
 
 
 def uld_coefficients(double h, double gamma, double u, double T, double kappa):
