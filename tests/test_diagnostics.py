@@ -425,6 +425,44 @@ def test_bulk_ess_and_rhat_share_one_rank_normalisation():
     assert np.all(np.isnan(e)) and np.all(np.isnan(r))
 
 
+def test_the_kernel_reads_float32_and_strided_draws_without_a_copy():
+    """The fit's store is (chains, draws, parameters), maybe float32: the
+    kernel reads it transposed in place and gives the numbers of a float64
+    contiguous copy, bit for bit (a non-finite parameter NaN, its
+    neighbours untouched)."""
+    from skbayes_sg.diagnostics._convergence import _rank_block, bulk_ess_and_rhat
+    rng = np.random.default_rng(5)
+    draws = (0.3 * rng.normal(size=(3, 80, 7)).cumsum(axis=1)
+             + rng.normal(size=(3, 80, 7))).astype(np.float32)
+    draws[2, 40, 4] = np.nan
+    copy = np.ascontiguousarray(draws.astype(np.float64).transpose(2, 0, 1))
+    for view in (draws.transpose(2, 0, 1), draws.astype(np.float64).transpose(2, 0, 1)):
+        for got, expected in zip(_rank_block(view, tail=True), _rank_block(copy, tail=True)):
+            np.testing.assert_array_equal(got, expected)
+    e, r = bulk_ess_and_rhat(draws)
+    assert np.isnan(e[4]) and np.isnan(r[4]) and np.all(np.isfinite(np.delete(e, 4)))
+    np.testing.assert_array_equal(e, ess(draws.astype(np.float64)))
+
+
+def test_labels_are_made_on_demand_and_equal_the_list():
+    """A million parameters' labels are not built for one warning: the
+    sequence gives the labels summary() lists, in its order."""
+    from skbayes_sg.diagnostics._convergence import _parameter_labels
+
+    class Fitted:
+        classes_ = np.array(["a", "b", "c"])
+
+    for names, intercept, multi in [(None, True, True), (None, False, False),
+                                    (["u", "v"], True, False), (["u", "v"], False, True)]:
+        own = (list(names) if names else ["x0", "x1"]) + (["intercept"] if intercept else [])
+        expected = [f"{n}[{c}]" for c in "abc" for n in own] if multi else own
+        labels = _parameter_labels(Fitted(), names, 2, intercept, multi)
+        assert list(labels) == expected and len(labels) == len(expected)
+        assert labels[-1] == expected[-1] and labels[1:3] == expected[1:3]
+        with pytest.raises(IndexError):
+            labels[len(expected)]
+
+
 @pytest.mark.parametrize("shape", [(4, 1000, 40), (3, 101, 20), (1, 200, 5), (2, 60, 3)])
 def test_summary_block_equals_the_separate_statistics(shape):
     """summary() computes every column of a block of parameters from one sort

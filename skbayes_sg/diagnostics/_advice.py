@@ -23,6 +23,7 @@ are identified only up to permutations of hidden units).
 import math
 import numbers
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,8 +48,8 @@ class Assessment:
 
     Attributes
     ----------
-    labels : list of str
-        The quantities' names.
+    labels : sequence of str
+        The quantities' names (made on demand for the linear models).
     n_chains, n_kept : int
         Chains, and draws kept per chain.
     ess_bulk, ess_tail, rhat : ndarray of shape (n_quantities,)
@@ -61,7 +62,7 @@ class Assessment:
     rhat_threshold : float
     """
 
-    labels: list
+    labels: Sequence
     n_chains: int
     n_kept: int
     ess_bulk: np.ndarray
@@ -153,7 +154,7 @@ def assess(estimator, *, rhat_threshold=RHAT_THRESHOLD, min_ess_per_chain=None, 
     block = max(1, _SUMMARY_BLOCK_ELEMENTS // max(n_chains * n_kept, 1))
     for start in range(0, n_params if need_bulk or need_rhat or need_tail else 0, block):
         stop = min(start + block, n_params)
-        a, _ = _as_chains(read(start, stop))
+        a, _ = _as_chains(read(start, stop), copy=False)
         # one pass of the compiled kernel: the sorts are shared
         ess_bulk, rhat_values, ess_tail = _rank_block(a, bulk=need_bulk or need_rhat,
                                                       tail=need_tail)
@@ -162,7 +163,7 @@ def assess(estimator, *, rhat_threshold=RHAT_THRESHOLD, min_ess_per_chain=None, 
             if needed:
                 values[start:stop] = new
     bulk_target, tail_target, per_chain = ess_targets(estimator, n_chains, min_ess_per_chain)
-    return Assessment(list(labels), n_chains, n_kept, bulk, tail, r, bulk_target, tail_target,
+    return Assessment(labels, n_chains, n_kept, bulk, tail, r, bulk_target, tail_target,
                       per_chain, float(rhat_threshold))
 
 

@@ -38,6 +38,7 @@ equal to these definitions to rounding (``tests/test_rank_kernel.py``) and
 import functools
 import numbers
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -73,10 +74,13 @@ class MCMCConvergenceWarning(ConvergenceWarning):
 # ----------------------------------------------------------------- array helpers
 # Internally the draws are (n_params, n_chains, n_draws), C-contiguous: every
 # per-parameter operation (sort, FFT) then runs along the last axis.
-def _as_chains(draws):
+def _as_chains(draws, copy=True):
     """``draws`` as float64 of shape (n_params, n_chains, n_draws), plus the
-    parameter shape to restore."""
-    a = np.asarray(draws, dtype=np.float64)
+    parameter shape to restore; ``copy=False``: a transposed view where it
+    can be (float32 kept; for the compiled kernel, which reads any strides)."""
+    a = np.asarray(draws)
+    if copy or a.dtype not in (np.float32, np.float64):
+        a = np.asarray(a, dtype=np.float64)
     if a.ndim == 0:
         raise ValueError("draws must have at least one dimension (n_draws,), "
                          "or (n_chains, n_draws, ...) for several chains.")
@@ -84,6 +88,8 @@ def _as_chains(draws):
         a = a[None, :]
     param_shape = a.shape[2:]
     a = a.reshape(a.shape[0], a.shape[1], -1)
+    if not copy:
+        return a.transpose(2, 0, 1), param_shape
     return np.ascontiguousarray(a.transpose(2, 0, 1)), param_shape
 
 
@@ -391,7 +397,7 @@ def bulk_ess_and_rhat(draws, n_jobs=None, tail=False):
     threads = _thread_count(n_jobs)
 
     def part(start):
-        a, _ = _as_chains(draws[:, :, start:start + block])
+        a, _ = _as_chains(draws[:, :, start:start + block], copy=False)
         ess_bulk, rhat, ess_tail = _rank_block(a, bulk=True, tail=tail)
         return (ess_bulk, rhat, ess_tail) if tail else (ess_bulk, rhat)
 
@@ -425,24 +431,22 @@ def _rank_block(a, bulk=True, tail=False):
     from ._rank_kernel import rank_diagnostics
     P, m, n = a.shape
     out = [np.full(P, np.nan) for _ in range(3)]
-    if n < _MIN_DRAWS:
+    if n < _MIN_DRAWS or not P:
         return tuple(out)
-    idx = np.flatnonzero(np.all(np.isfinite(a), axis=(1, 2)))
-    if not idx.size:
-        return tuple(out)
-    x = np.ascontiguousarray(a if idx.size == P else a[idx], dtype=np.float64)
-    ess_bulk, rhat, ess_tail = (np.full(idx.size, np.nan) for _ in range(3))
-    fallback = np.zeros(idx.size, dtype=np.int32)
-    rank_diagnostics(x, _score_table(2 * m * (n // 2)), bulk, tail, ess_bulk, rhat, ess_tail,
+    if a.dtype not in (np.float32, np.float64):
+        a = np.asarray(a, dtype=np.float64)
+    ess_bulk, rhat, ess_tail = out
+    fallback = np.zeros(P, dtype=np.int32)
+    # the kernel skips parameters with non-finite draws (their NaN stays)
+    rank_diagnostics(a, _score_table(2 * m * (n // 2)), bulk, tail, ess_bulk, rhat, ess_tail,
                      fallback)
     slow = np.flatnonzero(fallback & 1)
     if slow.size:
-        ess_bulk[slow] = _ess_basic(_z_scale(_split_chains(x[slow])))
+        ess_bulk[slow] = _ess_basic(_z_scale(_split_chains(
+            np.asarray(a[slow], dtype=np.float64))))
     slow = np.flatnonzero(fallback & 2)
     if slow.size:
-        ess_tail[slow] = _ess_numpy(x[slow], "tail")
-    for full, part in zip(out, (ess_bulk, rhat, ess_tail)):
-        full[idx] = part
+        ess_tail[slow] = _ess_numpy(np.asarray(a[slow], dtype=np.float64), "tail")
     return tuple(out)
 
 
@@ -469,7 +473,7 @@ def _parameter_draws(estimator, names=None):
     Order: for every output (class), its coefficients then its intercept.
     """
     (_, _, n_params), labels, read = _parameter_reader(estimator, names)
-    return read(0, n_params), labels
+    return read(0, n_params), list(labels)
 
 
 def _parameter_reader(estimator, names=None):
@@ -508,12 +512,46 @@ def _parameter_reader(estimator, names=None):
     return (n_chains, n_samples, K * per_output), labels, read
 
 
+class _GeneratedNames(Sequence):
+    """``x0, x1, ..., x{d-1}`` made on demand (a warning names one parameter
+    of a million; the list itself cost 4 SGD epochs of a one-pass fit)."""
+
+    def __init__(self, d):
+        self._d = d
+
+    def __len__(self):
+        return self._d
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._d))]
+        j = range(self._d)[i]          # IndexError, negative indices
+        return f"x{j}"
+
+
+class _ParameterLabels(Sequence):
+    """Every output's feature names then its intercept, ``name[class]``
+    where there are several outputs, made on demand."""
+
+    def __init__(self, own, classes):
+        self._own, self._classes = own, classes
+
+    def __len__(self):
+        return len(self._own) * (len(self._classes) if self._classes is not None else 1)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        k, j = divmod(range(len(self))[i], len(self._own))
+        return self._own[j] if self._classes is None else f"{self._own[j]}[{self._classes[k]}]"
+
+
 def _feature_names(estimator, names, d):
     """``names``, else ``feature_names_in_``, else ``x0, x1, ...`` (checked: d of them)."""
     if names is None:
         names = getattr(estimator, "feature_names_in_", None)
         if names is None:
-            names = [f"x{j}" for j in range(d)]
+            return _GeneratedNames(d)
     names = [str(v) for v in names]
     if len(names) != d:
         raise ValueError(f"names has {len(names)} entries; the estimator has {d} "
@@ -522,10 +560,28 @@ def _feature_names(estimator, names, d):
 
 
 def _parameter_labels(estimator, names, d, fit_intercept, multi):
-    own = _feature_names(estimator, names, d) + (["intercept"] if fit_intercept else [])
-    if multi:
-        return [f"{name}[{cls}]" for cls in estimator.classes_ for name in own]
-    return own
+    """The parameters' labels as a sequence made on demand (``list()`` it for
+    a table)."""
+    features = _feature_names(estimator, names, d)
+    own = _ParameterLabels(features, None) if not fit_intercept else \
+        _Appended(features, "intercept")
+    return _ParameterLabels(own, list(estimator.classes_) if multi else None)
+
+
+class _Appended(Sequence):
+    """``base`` then one more item."""
+
+    def __init__(self, base, last):
+        self._base, self._last = base, last
+
+    def __len__(self):
+        return len(self._base) + 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        j = range(len(self))[i]
+        return self._last if j == len(self._base) else self._base[j]
 
 
 class SummaryTable:
@@ -655,6 +711,7 @@ def summary(estimator, quantiles=(0.05, 0.5, 0.95), names=None):
     if quantiles.ndim != 1 or np.any((quantiles < 0) | (quantiles > 1)):
         raise ValueError(f"quantiles must be numbers in [0, 1]; got {quantiles.tolist()}.")
     (n_chains, n_samples, n_params), labels, read = _parameter_reader(estimator, names)
+    labels = list(labels)
     columns = ["mean", "sd"] + [_quantile_label(q) for q in quantiles] + [
         "ess_bulk", "ess_tail", "r_hat"]
     values = np.empty((n_params, len(columns)))

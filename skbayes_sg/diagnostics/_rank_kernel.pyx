@@ -16,7 +16,8 @@ direct, O(chains x draws) a lag, and stops after ``MAX_DIRECT_PAIRS`` pairs
 of lags: a parameter whose autocorrelation runs longer is flagged, and the
 caller computes its ESS by FFT (numpy) instead.
 """
-from libc.math cimport floor, sqrt, log10, fabs, NAN, INFINITY
+from cython cimport floating
+from libc.math cimport floor, sqrt, log10, fabs, isfinite, NAN, INFINITY
 from libcpp.algorithm cimport sort
 from libcpp.pair cimport pair
 from libcpp.vector cimport vector
@@ -168,11 +169,16 @@ cdef inline double _quantile(const double* srt, Py_ssize_t N, double q) noexcept
     return a + diff * g
 
 
-def rank_diagnostics(const double[:, :, ::1] a, const double[::1] table, bint bulk,
+def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bulk,
                      bint tail, double[::1] ess_bulk, double[::1] rhat,
                      double[::1] ess_tail, int[::1] fallback):
-    """Bulk ESS and R-hat (``bulk``), tail ESS (``tail``) of (P, m, n) finite
-    draws, into the given arrays.
+    """Bulk ESS and R-hat (``bulk``), tail ESS (``tail``) of (P, m, n) draws,
+    into the given arrays; a parameter with a non-finite draw is skipped (its
+    entries are left as they are: the caller's NaN).
+
+    ``a`` may be any strided view, float32 or float64: the fit's
+    (chains, draws, parameters) store transposed, not copied (a copy of 10^6
+    parameters' draws cost a third of the diagnostics).
 
     ``table[j]`` is the Blom score of average rank ``(j + 2) / 2`` among the
     ``2 m (n // 2)`` split draws.  ``fallback[p]`` gets 1 where the bulk ESS
@@ -184,6 +190,7 @@ def rank_diagnostics(const double[:, :, ::1] a, const double[::1] table, bint bu
     cdef Py_ssize_t p, c, t, i, lo, hi
     cdef double med, q, e, r_bulk, r_fold, e_lo, e_hi
     cdef int flag
+    cdef bint finite
     cdef vector[Item] items
     cdef vector[double] xs, z, work, srt, means
     cdef vector[Py_ssize_t] order
@@ -198,6 +205,12 @@ def rank_diagnostics(const double[:, :, ::1] a, const double[::1] table, bint bu
     means.resize(M)
     with nogil:
         for p in range(P):
+            finite = True
+            for c in range(m):
+                for t in range(n):
+                    finite = finite and isfinite(a[p, c, t])
+            if not finite:
+                continue
             # split chains: first halves of every chain, then second halves
             for c in range(m):
                 for t in range(h):
