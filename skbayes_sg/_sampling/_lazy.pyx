@@ -40,7 +40,6 @@ import numpy as np
 
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.math cimport expm1, log1p, sqrt, pow, isfinite, fabs, INFINITY, NAN
-from libc.string cimport memcpy
 from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_interval, random_standard_uniform
@@ -528,7 +527,7 @@ cdef class LazyChain:
     cdef int access, control
     cdef double[::1] table, inv_np, alias_prob
     cdef intp[::1] alias_index
-    cdef double[::1] params, center, scale
+    cdef double[::1] center, scale
     cdef intp[::1] idx, touched
     cdef double[::1] zbuf, rbuf
     cdef Dyn q
@@ -635,7 +634,6 @@ cdef class LazyChain:
         self.q.class_a = NULL
         if self.q.kind != LAZY_SGLD and dim > 0:
             self._tabulate_classes()
-        self.params = np.zeros(max(dim, 1))
         self.idx = np.zeros(max(self.b, 1), dtype=np.intp)
         self.touched = np.zeros(max(dim, 1), dtype=np.intp)
         K = self.P.K
@@ -828,7 +826,7 @@ cdef class LazyChain:
         cdef bint partial = kind == LAZY_BAOAB
         cdef const double* center = &self.center[0]
         cdef const double* scale = &self.scale[0]
-        cdef double* params = &self.params[0]
+        cdef double* params
         cdef intp* idx = &self.idx[0]
         cdef intp* touched = &self.touched[0]
         cdef intp step, jb, i, p, col, j, n_touched, n_kept = 0, n_done = 0
@@ -897,6 +895,9 @@ cdef class LazyChain:
                     break
                 # 5. a kept draw: every coordinate up to date and checked
                 if keep and (offset + step + 1) % thin == 0:
+                    # straight into the caller's row (it reads n_kept rows only,
+                    # so a row left half-written by a divergence is never seen)
+                    params = &out_v[n_kept, 0]
                     for j in range(dim):
                         c = &coords[j]
                         _catch_up(c, q, self.t - c.last, False, nrm)
@@ -907,7 +908,6 @@ cdef class LazyChain:
                             finite = finite and isfinite(c.x)
                     if not ok:
                         break
-                    memcpy(&out_v[n_kept, 0], params, dim * sizeof(double))
                     n_kept += 1
                 n_done = step + 1
         self.noise.normals.pos = local_normals.pos
