@@ -35,6 +35,7 @@ from ._sampling._specs import (
 from ._sampling._spectrum import extreme_eigenpairs, extreme_eigenvalues
 from ._sampling._runner import (CHECK_EVERY, ChainPool, ChainSpec, initial_state,
                                 note_interrupt)
+from .diagnostics._advice import duration_words
 from .exceptions import SamplingDivergedError
 
 DEFAULT_BATCH_SIZE = 100
@@ -85,6 +86,13 @@ STEP_ERROR_WARN = 0.25
 AUTO_BUDGET_FLOPS = 5e9
 AUTO_BUDGET_GROWTH = 50.0
 AUTO_BUDGET_PASSES = (1000, 200_000)
+#: the rate (flops a second) at which AUTO_BUDGET_FLOPS is "ten seconds": with
+#: max_time=None the automatic budget is also that many seconds, so a fit
+#: whose passes run slower than the flop count says (at 10^6 sparse
+#: coefficients a pass's random reads and the metric's products cost ~5x
+#: its flops) still stops within the minutes the budget means and says how
+#: long converging would take, instead of running for most of an hour
+AUTO_BUDGET_FLOP_RATE = 5e8
 #: max_passes="auto" with max_time=None: sampling goes past the pass budget,
 #: one round at a time, while the pace measured says the rest of the way to
 #: the ESS target ends within AUTO_EXTEND_SECONDS of the fit's start and
@@ -1113,6 +1121,7 @@ class BaseSGMCMC(BaseEstimator):
         if n_warmup == "auto" and not metric.whitened and not continuing:
             n_warmup = 1000 if not setup.metropolis else 150
         max_passes = self.max_passes
+        auto_seconds = None
         if max_passes == "auto":
             # more parameters mix slower in a diagonal metric and need more
             # effective draws: the budget grows with them past the dense metric
@@ -1120,11 +1129,17 @@ class BaseSGMCMC(BaseEstimator):
             flops = AUTO_BUDGET_FLOPS * growth
             max_passes = float(np.clip(flops / (ctx.n * self._row_flops(ctx)),
                                        *AUTO_BUDGET_PASSES))
+            if self.max_time is None:
+                # the same budget in seconds, at the rate its flops assume
+                auto_seconds = max(flops, AUTO_BUDGET_PASSES[0] * ctx.n
+                                   * self._row_flops(ctx)) / AUTO_BUDGET_FLOP_RATE
         self.max_passes_ = max_passes
+        self._auto_seconds = auto_seconds
         return _schedule.Plan(
             n_warmup=n_warmup, n_samples=self.n_samples, thin=int(thin),
             target_ess=self._target_ess(ctx.dim), max_passes=max_passes,
-            max_time=self.max_time, iat=iat, n_rows=ctx.n, dim=ctx.dim,
+            max_time=self.max_time, auto_seconds=auto_seconds, iat=iat, n_rows=ctx.n,
+            dim=ctx.dim,
             adapt_step=adapt_step and not continuing,
             target_accept=_schedule.MH_TARGET_ACCEPT.get(setup.sampler, 0.8),
             max_step=setup.notes.get("max_step", np.inf),
@@ -1283,7 +1298,7 @@ class BaseSGMCMC(BaseEstimator):
         need_seconds = total_seconds + seconds * (factor - 1.0)
         return (f" At this fit's pace a converged one would need about "
                 f"{need_passes:,.0f} data passes (max_passes={need_passes * 1.2:.3g}), "
-                f"about {_duration(need_seconds)}.")
+                f"about {duration_words(need_seconds)}.")
 
     def _step_error_message(self):
         """A user-set step (or batch) whose predicted error is large: the draws
@@ -1484,15 +1499,6 @@ class BaseSGMCMC(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
-
-
-def _duration(seconds):
-    """A duration in words: "40 s", "12 min", "3.5 h"."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _lowrank_directions(values, residuals, max_rank=2 * LOWRANK_DIRECTIONS):

@@ -107,6 +107,10 @@ class Plan:
     retune: object = None         # () -> a smaller step (None: cannot), after a divergence
     draws_dtype: object = np.float64  # storage type of the kept draws
     max_draws_bytes: int = 1 << 62    # memory budget of the kept draws
+    # the automatic budget's seconds (max_passes="auto", max_time=None): its
+    # flops at the rate they assume; a limit like max_time, past which the
+    # extension below may still run (None: no such limit)
+    auto_seconds: object = None
     t_start: float = field(default_factory=time.perf_counter)
     # perf_counter() until which sampling may go past max_passes, round by
     # round, while the measured pace says the round ends before it and within
@@ -662,9 +666,14 @@ def _warmup_cap(pool, plan, steps):
                    "max_passes": None if plan.max_passes is None else
                    0.5 * (plan.max_passes + (plan.setup_evals + pool.n_grad_evals)
                           / max(plan.n_rows, 1)),
-                   "max_time": None if plan.max_time is None else
-                   0.5 * (plan.max_time + time.perf_counter() - plan.t_start)})
+                   "max_time": _half_left(plan.max_time, plan),
+                   "auto_seconds": _half_left(plan.auto_seconds, plan)})
     return _affordable(pool, half, steps, 0, 0, time.perf_counter())
+
+
+def _half_left(limit, plan):
+    """A time limit moved to half of what is left of it (None stays None)."""
+    return None if limit is None else 0.5 * (limit + time.perf_counter() - plan.t_start)
 
 
 def _affordable(pool, plan, steps, evals0, steps0, t0):
@@ -678,8 +687,10 @@ def _affordable(pool, plan, steps, evals0, steps0, t0):
             return 0
         if evals_per_step:
             steps = min(steps, int(left / (evals_per_step * m)))
-    if plan.max_time is not None:
-        left = plan.max_time - (time.perf_counter() - plan.t_start)
+    for limit in (plan.max_time, plan.auto_seconds):
+        if limit is None:
+            continue
+        left = limit - (time.perf_counter() - plan.t_start)
         if left <= 0:
             return 0
         if seconds_per_step:

@@ -42,6 +42,15 @@ RHAT_LENGTH_FACTOR = 2
 MIN_ADVISED_WARMUP = 1000
 
 
+def duration_words(seconds):
+    """A duration in words: "40 s", "12 min", "3.5 h"."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 @dataclass
 class Assessment:
     """What :func:`assess` measured on a fitted estimator's draws.
@@ -321,7 +330,10 @@ def _ess_message(estimator, a, s, rec, short):
             past = (f", sampling went on past it while converging was predicted within "
                     f"{extend[1]:g} times the budget and {extend[0] / 60:g} minutes"
                     if extend and used > 1.05 * max_passes else "")
-            limit.append(f"max_passes (the budget was {max_passes:,.0f} data passes; "
+            seconds = getattr(estimator, "_auto_seconds", None)
+            also = (f" or {duration_words(seconds)}, the time its flops take at the rate the "
+                    f"automatic budget assumes, whichever came first" if seconds else "")
+            limit.append(f"max_passes (the budget was {max_passes:,.0f} data passes{also}; "
                          f"{used:,.0f} were used{past})")
         max_time = _params(estimator).get("max_time")
         if max_time is not None:

@@ -121,7 +121,10 @@ _DOC_PARAMS = """
         is left).  ``"auto"``: as many passes as 5e9 floating-point
         operations of per-datum gradients (about ten seconds on one core),
         times ``2 (d / 2000)^2`` above 2,000 parameters (at most 50 times),
-        between 1,000 and 200,000 (``max_passes_``); with ``max_time=None``
+        between 1,000 and 200,000 (``max_passes_``), and with
+        ``max_time=None`` also those flops' seconds at 5e8 flops a second
+        (at least ten; a fit whose passes run slower than their flops say
+        stops at whichever comes first); with ``max_time=None``
         sampling then goes on past it, a round at a time, while the pace
         measured says the rest of the way to the target ends within 4
         times the budget's passes and 15 minutes of the fit's start (a fit
