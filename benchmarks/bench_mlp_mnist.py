@@ -21,6 +21,21 @@ device, batch size and threads (``nn.Sequential`` + autograd +
 ``torch.optim.SGD``, reshuffled each epoch). Target: ratio <= 1.2 for the
 uniform samplers. Times are medians over the epochs run.
 
+Accuracy (``--mode accuracy``, issue 26): one ``fit`` of the whole model
+average against point estimates of the same network trained in the same run
+(torch, minibatches of 100, reshuffled each epoch: SGD with momentum 0.9 at
+learning rate 0.05, and Adam at 1e-3, each for ``--point-epochs`` epochs).
+Printed per model: test error, log-loss, ECE (15 bins), epochs of data seen
+(gradient evaluations over n, all chains) and minutes. The models:
+
+- ``defaults``: ``SGMCMCMLPClassifier(hidden_layer_sizes=..., random_state=0)``,
+  nothing else set;
+- ``psgld``: the pSGLD paper's MNIST set-up in this library's terms, one
+  chain: ``sampler="psgld"``, the N(0, 100 I) prior (``prior="isotropic",
+  alpha=0.01``), minibatches of 100, ``--best-epochs`` epochs of which the
+  first fifth is warm-up, a polynomial step decay, one draw kept per epoch
+  and all of them averaged.
+
 Data: ``<repo>/../shared/data/mnist`` (idx gz files), or the directory in
 ``$SKBAYES_SG_MNIST`` (or ``$SKBAYES_SG_DATA/mnist``).
 
@@ -30,6 +45,7 @@ Usage::
     python benchmarks/bench_mlp_mnist.py --arch both --epochs 2
     python benchmarks/bench_mlp_mnist.py --quick                   # smoke run
     python benchmarks/bench_mlp_mnist.py --device cuda             # on a GPU
+    python benchmarks/bench_mlp_mnist.py --mode accuracy --arch 400-400
 """
 
 import argparse
@@ -38,6 +54,7 @@ import os
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -176,6 +193,98 @@ def run_sampler(name, hidden, Xtr, ytr, Xte, yte, *, epochs, batch_size, draws, 
                    nll1=nll1, evals=clf.n_grad_evals_, steps=clf.n_steps_)
 
 
+def point_estimate(X, y, Xte, yte, hidden, *, optimizer, epochs, batch_size=100, seed=0):
+    """Test (error, log-loss, ECE, seconds) of a torch point estimate of the net."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    sizes = (X.shape[1], *hidden, 10)
+    layers = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    model = nn.Sequential(*layers)
+    opt = (torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if optimizer == "sgd"
+           else torch.optim.Adam(model.parameters(), lr=1e-3))
+    loss_fn = nn.CrossEntropyLoss()
+    Xt, yt = torch.as_tensor(X), torch.as_tensor(y)
+    t0 = time.perf_counter()
+    for _ in range(epochs):
+        perm = torch.randperm(len(X))
+        for s in range(0, len(X) - batch_size + 1, batch_size):
+            idx = perm[s:s + batch_size]
+            opt.zero_grad(set_to_none=True)
+            loss_fn(model(Xt[idx]), yt[idx]).backward()
+            opt.step()
+    seconds = time.perf_counter() - t0
+    with torch.no_grad():
+        proba = torch.softmax(model(torch.as_tensor(Xte)), dim=1).double().numpy()
+    return _scores(proba, yte) + (seconds,)
+
+
+def _scores(proba, y):
+    """(error, log-loss, ECE) of class probabilities over classes 0..9."""
+    from skbayes_sg.diagnostics import expected_calibration_error
+
+    p = np.clip(proba[np.arange(len(y)), y], 1e-300, None)
+    return (float(np.mean(proba.argmax(1) != y)), float(-np.mean(np.log(p))),
+            float(expected_calibration_error(y, proba, classes=np.arange(10))))
+
+
+def accuracy_models(hidden, n_rows, best_epochs, seed):
+    """{name: unfitted estimator} of ``--mode accuracy``."""
+    from skbayes_sg.neural_network import SGMCMCMLPClassifier
+
+    steps_per_epoch = n_rows // 100
+    warm = best_epochs // 5
+    return {
+        "defaults": SGMCMCMLPClassifier(hidden_layer_sizes=hidden, random_state=seed),
+        "psgld": SGMCMCMLPClassifier(
+            hidden_layer_sizes=hidden, sampler="psgld", prior="isotropic", alpha=0.01,
+            batch_size=100, n_chains=1, n_warmup=warm * steps_per_epoch,
+            n_samples=best_epochs - warm, thin=steps_per_epoch, schedule="polynomial",
+            random_state=seed),
+    }
+
+
+def run_accuracy(args, Xtr, ytr, Xte, yte):
+    """``--mode accuracy``: the model averages against point estimates."""
+    for arch in (["100", "400-400"] if args.arch == "both" else [args.arch]):
+        hidden = ARCHS[arch]
+        print(f"\n== 784-{arch}-10: test error, log-loss, ECE (15 bins), epochs, minutes ==")
+        print(f"{'model':26s} {'error':>7s} {'log-loss':>9s} {'ECE':>7s} {'epochs':>8s} "
+              f"{'min':>6s}")
+        rows = []
+        for opt in ("sgd", "adam"):
+            err, nll, ece, sec = point_estimate(Xtr, ytr, Xte, yte, hidden, optimizer=opt,
+                                                epochs=args.point_epochs, seed=args.seed)
+            rows.append((f"torch {opt} point estimate", err, nll, ece,
+                         float(args.point_epochs), sec))
+            print(f"{rows[-1][0]:26s} {err:7.4f} {nll:9.4f} {ece:7.4f} "
+                  f"{args.point_epochs:8.1f} {sec / 60:6.2f}", flush=True)
+        for name, clf in accuracy_models(hidden, len(Xtr), args.best_epochs,
+                                         args.seed).items():
+            if args.models and name not in args.models.split(","):
+                continue
+            t0 = time.perf_counter()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                clf.fit(Xtr, ytr)
+            sec = time.perf_counter() - t0
+            proba = clf.predict_proba(Xte)
+            full = np.zeros((len(yte), 10))
+            full[:, clf.classes_] = proba
+            err, nll, ece = _scores(full, yte)
+            epochs = clf.n_grad_evals_ / len(Xtr)
+            print(f"{'BMA ' + name:26s} {err:7.4f} {nll:9.4f} {ece:7.4f} {epochs:8.1f} "
+                  f"{sec / 60:6.2f}  ({clf.sampler}, {clf.coef_samples_.shape[0]} chain(s) "
+                  f"x {clf.coef_samples_.shape[1]} draws)", flush=True)
+            for w in caught:
+                print(f"    warning: {str(w.message)[:300]}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--epochs", type=int, default=3, help="epochs per sampler")
@@ -196,6 +305,15 @@ def main(argv=None):
     parser.add_argument("--step-scale", type=float, default=1.0,
                         help="multiply every step size in STEP_SIZES")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mode", choices=["speed", "accuracy"], default="speed",
+                        help="speed: per-epoch rows against a plain SGD epoch; accuracy: "
+                        "whole fits against torch point estimates")
+    parser.add_argument("--best-epochs", type=int, default=100,
+                        help="epochs of the documented pSGLD configuration (accuracy mode)")
+    parser.add_argument("--point-epochs", type=int, default=20,
+                        help="epochs of the torch point estimates (accuracy mode)")
+    parser.add_argument("--models", default="",
+                        help="accuracy mode: comma-separated subset of defaults,psgld")
     args = parser.parse_args(argv)
 
     import torch
@@ -215,6 +333,11 @@ def main(argv=None):
         Xtr, ytr = Xtr[:args.subset], ytr[:args.subset]
     if args.test_subset:
         Xte, yte = Xte[:args.test_subset], yte[:args.test_subset]
+    if args.mode == "accuracy":
+        print(f"MNIST train {Xtr.shape}, test {Xte.shape}; torch threads="
+              f"{torch.get_num_threads()}")
+        run_accuracy(args, Xtr, ytr, Xte, yte)
+        return 0
     archs = ["100", "400-400"] if args.arch == "both" else [args.arch]
     samplers = [s.strip() for s in args.samplers.split(",") if s.strip()]
     print(f"MNIST train {Xtr.shape}, test {Xte.shape}; device={device}, "
