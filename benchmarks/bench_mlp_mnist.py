@@ -103,19 +103,26 @@ def load_mnist(directory):
     return Xtr.astype(np.float32) * scale, ytr, Xte.astype(np.float32) * scale, yte
 
 
+def _torch_net(n_inputs, hidden):
+    """The network as ``nn.Sequential`` (ReLU, 10 outputs), torch's initialisation."""
+    from torch import nn
+
+    sizes = (n_inputs, *hidden, 10)
+    layers = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
 def sgd_epoch_times(X, y, hidden, *, batch_size, epochs, device, lr=0.1, seed=0):
     """Per-epoch wall times (and final test-free state) of a plain torch SGD loop."""
     import torch
     from torch import nn
 
     torch.manual_seed(seed)
-    sizes = (X.shape[1], *hidden, 10)
-    layers = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-        layers.append(nn.Linear(a, b))
-        if i < len(sizes) - 2:
-            layers.append(nn.ReLU())
-    model = nn.Sequential(*layers).to(device)
+    model = _torch_net(X.shape[1], hidden).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss()
     Xt = torch.as_tensor(X, device=device)
@@ -199,13 +206,7 @@ def point_estimate(X, y, Xte, yte, hidden, *, optimizer, epochs, batch_size=100,
     from torch import nn
 
     torch.manual_seed(seed)
-    sizes = (X.shape[1], *hidden, 10)
-    layers = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-        layers.append(nn.Linear(a, b))
-        if i < len(sizes) - 2:
-            layers.append(nn.ReLU())
-    model = nn.Sequential(*layers)
+    model = _torch_net(X.shape[1], hidden)
     opt = (torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if optimizer == "sgd"
            else torch.optim.Adam(model.parameters(), lr=1e-3))
     loss_fn = nn.CrossEntropyLoss()
