@@ -256,3 +256,25 @@ def test_defaults_beat_mlp_log_loss_on_breast_cancer(one_thread):
     ll_ours = log_loss(yte, ours.predict_proba(Xte))
     ll_mlp = log_loss(yte, mlp.predict_proba(Xte))
     assert ll_ours < ll_mlp - 0.005, (ll_ours, ll_mlp)
+
+
+@pytest.mark.parametrize("n_rows, warmup, thin", [(500, 1000, 10), (5100, 1020, 102)])
+def test_automatic_run_length_counts_passes_on_big_data(n_rows, warmup, thin):
+    """n_warmup="auto" is 1,000 steps or 20 data passes, thin="auto" 10 or
+    20 passes over the draws, whichever is more (batch 100, 10 draws: 5,100
+    rows need 1,020 warm-up steps and a thinning of 102); the chain runs
+    exactly those steps."""
+    X, y = make_classification(n_rows, 4, random_state=0)
+    clf = SGMCMCMLPClassifier((3,), batch_size=100, n_samples=10, n_chains=1,
+                              random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCMCConvergenceWarning)
+        clf.fit(X, y)
+    assert (clf.n_warmup_, clf.thin_) == (warmup, thin)
+    assert clf.n_steps_ == warmup + 10 * thin
+    # set by hand, they are taken as they are
+    clf.set_params(n_warmup=7, thin=3, n_samples=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCMCConvergenceWarning)
+        clf.fit(X, y)
+    assert (clf.n_warmup_, clf.thin_, clf.n_steps_) == (7, 3, 13)

@@ -237,7 +237,7 @@ def recommend(estimator, assessment):
     if need is not None:
         out["thin"] = s["thin"] * math.ceil(need / max(s["n_made"], 1))
     if len(bad_r):
-        if s["n_warmup"] == "auto":
+        if s["n_warmup"] == "auto" and s["auto_length"]:   # the linear warm-up adapts
             out["n_warmup"] = "auto"
         elif s["n_warmup_used"] is not None:
             out["n_warmup"] = max(2 * int(s["n_warmup_used"]), MIN_ADVISED_WARMUP)

@@ -41,6 +41,24 @@ __all__ = ["SGMCMCMLPClassifier"]
 _AUTO_MOMENTUM_DECAY = 0.1
 
 
+# n_warmup="auto" / thin="auto": at least MIN_WARMUP_STEPS warm-up steps and a
+# thinning of MIN_THIN, and on data big enough that those are few passes,
+# AUTO_PASSES passes of warm-up and as many again spread over the draws
+# (MNIST 784-400-400-10: 2,000 steps are ~7 passes a chain, test error 2.58%
+# and log-loss 0.092; 40 passes a chain 1.75% and 0.066; see doc/mlp.rst)
+MIN_WARMUP_STEPS = 1000
+MIN_THIN = 10
+AUTO_PASSES = 20
+
+
+def _auto_length(value, minimum, n_rows, rows_per_unit):
+    """``value``, or for "auto" the larger of ``minimum`` and the count of
+    ``rows_per_unit``-row units in ``AUTO_PASSES`` passes over ``n_rows``."""
+    if value != "auto":
+        return int(value)
+    return max(minimum, int(math.ceil(AUTO_PASSES * n_rows / max(rows_per_unit, 1))))
+
+
 # training rows (evenly spaced, fixed at fit) whose log-likelihood per draw is
 # a convergence trace: without the weights' permutation symmetry, and cheap
 # next to the fit (a forward pass of every draw on these rows)
@@ -161,13 +179,22 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     n_samples : int, default=100
         Posterior draws kept per chain.
 
-    n_warmup : int, default=1000
+    n_warmup : int or "auto", default="auto"
         Steps discarded at the start of each chain (one step = one
-        minibatch update).
+        minibatch update). ``"auto"``: 1,000 steps, or 20 data passes
+        (``ceil(20 * n_rows / b)`` steps) where that is more (from ~10,000
+        rows at ``b = 200``; on MNIST 6,000 steps). The value used is
+        ``n_warmup_``.
 
-    thin : int, default=10
+    thin : int or "auto", default="auto"
         Keep every ``thin``-th step after the warm-up. A chain runs
-        ``n_warmup + n_samples * thin`` steps.
+        ``n_warmup + n_samples * thin`` steps. ``"auto"``: 10, or so many
+        that the draws span 20 data passes (``ceil(20 * n_rows / (b *
+        n_samples))``) where that is more. On 60,000 MNIST rows (784-400-400-10)
+        the fixed 2,000 steps of the old defaults were ~7 passes a chain:
+        test error 2.58%, log-loss 0.092; the automatic 40 passes give 1.75%
+        and 0.066 (torch SGD with momentum: 1.47% and 0.069). The value
+        used is ``thin_``.
 
     n_chains : int, default=4
         Independent chains, run one after the other, each with its own
@@ -371,6 +398,10 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         Minibatch size used by the last fit (``batch_size`` with "auto"
         resolved, clipped to the rows).
 
+    n_warmup_, thin_ : int
+        Warm-up steps and thinning of the last fit (``"auto"`` resolved; the
+        warm-up of a continued chain is 0).
+
     friction_ : float or None
         Friction (``"sgnht"``: diffusion A) used by the last fit, for the
         samplers that own ``friction`` (None for the others).
@@ -414,8 +445,8 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
         "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "n_samples": [Interval(Integral, 1, None, closed="left")],
-        "n_warmup": [Interval(Integral, 0, None, closed="left")],
-        "thin": [Interval(Integral, 1, None, closed="left")],
+        "n_warmup": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
+        "thin": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "prior": [StrOptions({"fan_in", "isotropic"})],
@@ -451,8 +482,8 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         step_size="auto",
         batch_size="auto",
         n_samples=100,
-        n_warmup=1000,
-        thin=10,
+        n_warmup="auto",
+        thin="auto",
         n_chains=4,
         alpha=1.0,
         prior="fan_in",
@@ -914,8 +945,10 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         else:
             states = [None] * int(self.n_chains)
             seeds = self._chain_seeds()
-            n_warmup = int(self.n_warmup)
-        n_keep, thin = int(self.n_samples), int(self.thin)
+            n_warmup = _auto_length(self.n_warmup, MIN_WARMUP_STEPS, n_rows, batch_size)
+        n_keep = int(self.n_samples)
+        thin = _auto_length(self.thin, MIN_THIN, n_rows, batch_size * n_keep)
+        self.n_warmup_, self.thin_ = n_warmup, thin
         n_steps, step_factors, keep = schedule_plan(
             self.schedule, n_warmup=n_warmup, n_samples=n_keep, thin=thin,
             n_cycles=self.n_cycles, exploration_fraction=self.exploration_fraction,
