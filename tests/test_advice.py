@@ -139,3 +139,14 @@ def test_recommend_rules():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert check_convergence(_Fit(rng.normal(size=(4, 500, 2)))) is True
+
+
+def test_a_warmup_rule_gets_a_number():
+    """A fit whose n_warmup="auto" is a fixed rule (the network: no target_ess)
+    and that reports the length it used gets a number to raise it to."""
+    rng = np.random.default_rng(0)
+    apart = rng.normal(size=(4, 200, 2)) + np.arange(4)[:, None, None]
+    fit = _Fit(apart, n_warmup="auto")
+    fit.n_warmup_ = 1500
+    report = assess(fit, min_ess_per_chain=1)
+    assert recommend(fit, report)["n_warmup"] == 3000

@@ -237,7 +237,11 @@ def recommend(estimator, assessment):
     if need is not None:
         out["thin"] = s["thin"] * math.ceil(need / max(s["n_made"], 1))
     if len(bad_r):
-        if s["n_warmup"] == "auto" and s["auto_length"]:   # the linear warm-up adapts
+        used = s["n_warmup_used"]
+        # "auto" stays where it adapts (the linear models) or where no length is
+        # known; the network's "auto" is a rule whose length is n_warmup_
+        if s["n_warmup"] == "auto" and (s["auto_length"]
+                                        or not isinstance(used, numbers.Integral)):
             out["n_warmup"] = "auto"
         elif s["n_warmup_used"] is not None:
             out["n_warmup"] = max(2 * int(s["n_warmup_used"]), MIN_ADVISED_WARMUP)
