@@ -481,10 +481,10 @@ def test_mlp_flag_values():
     argv = ["d.csv", "--target", "y", "--model", "mlp"]
     params = _cli_fit.estimator_params(parser.parse_args(argv + [
         "--hidden-layer-sizes", "16,8", "--device", "cuda:1", "--dtype", "float64",
-        "--class-weight", "balanced", "--snapshot-period", "none", "--sampler", "sghmc"]))
+        "--class-weight", "balanced", "--snapshot-period", "7", "--sampler", "sghmc"]))
     assert params["hidden_layer_sizes"] == (16, 8) and params["device"] == "cuda:1"
     assert params["dtype"] == "float64" and params["class_weight"] == "balanced"
-    assert params["snapshot_period"] is None and params["sampler"] == "sghmc"
+    assert params["snapshot_period"] == 7 and params["sampler"] == "sghmc"
     # "auto" hand-written flags leave the network's defaults; the others are passed
     assert "n_samples" not in params and "subsampling" not in params
     assert params["n_chains"] == 4 and params["random_state"] == 0
