@@ -1131,8 +1131,9 @@ class BaseSGMCMC(BaseEstimator):
                                        *AUTO_BUDGET_PASSES))
             if self.max_time is None:
                 # the same budget in seconds, at the rate its flops assume
-                auto_seconds = max(flops, AUTO_BUDGET_PASSES[0] * ctx.n
-                                   * self._row_flops(ctx)) / AUTO_BUDGET_FLOP_RATE
+                # (of the pass budget, where its floor raised it above the flops)
+                auto_seconds = max(flops, max_passes * ctx.n * self._row_flops(ctx)) \
+                    / AUTO_BUDGET_FLOP_RATE
         self.max_passes_ = max_passes
         self._auto_seconds = auto_seconds
         return _schedule.Plan(

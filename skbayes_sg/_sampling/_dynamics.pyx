@@ -699,7 +699,8 @@ cdef class ULD(Dynamics):
 
     def set_state(self, state):
         self._set_base_state(state)
-        self._set_coefficients()      # a restored step brings its coefficients
+        if "step_size" in state:      # a restored step brings its coefficients
+            self._set_coefficients()
         if "velocity" in state:
             self.velocity = np.array(state["velocity"], dtype=np.float64)
 

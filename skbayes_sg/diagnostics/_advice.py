@@ -243,8 +243,8 @@ def recommend(estimator, assessment):
         if s["n_warmup"] == "auto" and (s["auto_length"]
                                         or not isinstance(used, numbers.Integral)):
             out["n_warmup"] = "auto"
-        elif s["n_warmup_used"] is not None:
-            out["n_warmup"] = max(2 * int(s["n_warmup_used"]), MIN_ADVISED_WARMUP)
+        elif used is not None:
+            out["n_warmup"] = max(2 * int(used), MIN_ADVISED_WARMUP)
     return out
 
 

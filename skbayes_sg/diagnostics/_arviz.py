@@ -121,7 +121,7 @@ def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predic
                                            random_state=random_state)
     coef = np.asarray(estimator.coef_samples_)
     d = coef.shape[-1]
-    names = list(_feature_names(estimator, names, d))
+    names = _feature_names(estimator, names, d)
 
     posterior = {"coef": coef}
     coords = {"coef_dim": names}

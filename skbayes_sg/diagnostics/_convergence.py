@@ -433,8 +433,6 @@ def _rank_block(a, bulk=True, tail=False):
     out = [np.full(P, np.nan) for _ in range(3)]
     if n < _MIN_DRAWS or not P:
         return tuple(out)
-    if a.dtype not in (np.float32, np.float64):
-        a = np.asarray(a, dtype=np.float64)
     ess_bulk, rhat, ess_tail = out
     fallback = np.zeros(P, dtype=np.int32)
     # the kernel skips parameters with non-finite draws (their NaN stays)
@@ -512,46 +510,40 @@ def _parameter_reader(estimator, names=None):
     return (n_chains, n_samples, K * per_output), labels, read
 
 
-class _GeneratedNames(Sequence):
-    """``x0, x1, ..., x{d-1}`` made on demand (a warning names one parameter
-    of a million; the list itself cost 4 SGD epochs of a one-pass fit)."""
-
-    def __init__(self, d):
-        self._d = d
-
-    def __len__(self):
-        return self._d
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(self._d))]
-        j = range(self._d)[i]          # IndexError, negative indices
-        return f"x{j}"
-
-
 class _ParameterLabels(Sequence):
-    """Every output's feature names then its intercept, ``name[class]``
-    where there are several outputs, made on demand."""
+    """Each output's coefficient labels (``names``, else ``x0, x1, ...``) then
+    ``intercept``, as ``label[class]`` where there are several outputs; made
+    on demand (a warning names one parameter of a million, and the list of
+    them cost 4 SGD epochs of a one-pass fit)."""
 
-    def __init__(self, own, classes):
-        self._own, self._classes = own, classes
+    def __init__(self, names, d, fit_intercept, classes):
+        self._names, self._d, self._classes = names, d, classes
+        self._per_output = d + int(fit_intercept)
 
     def __len__(self):
-        return len(self._own) * (len(self._classes) if self._classes is not None else 1)
+        return self._per_output * (len(self._classes) if self._classes is not None else 1)
 
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        k, j = divmod(range(len(self))[i], len(self._own))
-        return self._own[j] if self._classes is None else f"{self._own[j]}[{self._classes[k]}]"
+        k, j = divmod(range(len(self))[i], self._per_output)   # IndexError, negative i
+        own = ("intercept" if j == self._d
+               else self._names[j] if self._names is not None else f"x{j}")
+        return own if self._classes is None else f"{own}[{self._classes[k]}]"
 
 
 def _feature_names(estimator, names, d):
     """``names``, else ``feature_names_in_``, else ``x0, x1, ...`` (checked: d of them)."""
+    given = _given_feature_names(estimator, names, d)
+    return given if given is not None else [f"x{j}" for j in range(d)]
+
+
+def _given_feature_names(estimator, names, d):
+    """``names``, else ``feature_names_in_`` (checked: d of them), else None."""
     if names is None:
         names = getattr(estimator, "feature_names_in_", None)
         if names is None:
-            return _GeneratedNames(d)
+            return None
     names = [str(v) for v in names]
     if len(names) != d:
         raise ValueError(f"names has {len(names)} entries; the estimator has {d} "
@@ -562,26 +554,8 @@ def _feature_names(estimator, names, d):
 def _parameter_labels(estimator, names, d, fit_intercept, multi):
     """The parameters' labels as a sequence made on demand (``list()`` it for
     a table)."""
-    features = _feature_names(estimator, names, d)
-    own = _ParameterLabels(features, None) if not fit_intercept else \
-        _Appended(features, "intercept")
-    return _ParameterLabels(own, list(estimator.classes_) if multi else None)
-
-
-class _Appended(Sequence):
-    """``base`` then one more item."""
-
-    def __init__(self, base, last):
-        self._base, self._last = base, last
-
-    def __len__(self):
-        return len(self._base) + 1
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        j = range(len(self))[i]
-        return self._last if j == len(self._base) else self._base[j]
+    return _ParameterLabels(_given_feature_names(estimator, names, d), d, fit_intercept,
+                            list(estimator.classes_) if multi else None)
 
 
 class SummaryTable:
