@@ -80,7 +80,7 @@ def simulate(C, method, n_chains, passes, seed, *, M=1, ewsg_x="auto", h=None,
     n, d = C.shape
     h = STEP[method] if h is None else h
     M = M if method == "ewsg" else 0
-    problem = Problem(RowData(np.zeros((n, 0)), True), C, "gaussian", d, 1.0)
+    problem = Problem(RowData(np.zeros((n, 0)), True), C, "gaussian", d, (1.0,))
     per_step = batch * (M + 1)
     # cumulative steps at each checkpoint: the first step count reaching p n evaluations
     steps = [math.ceil(p * n / per_step) for p in passes]

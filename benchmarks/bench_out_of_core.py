@@ -135,7 +135,7 @@ def tmu_pass(path, n, y, access, b, regime, chunks, h, seed):
         float(np.asarray(X).sum())           # read it all once
     else:
         drop_cache(path, X)
-    prob = Problem(RowData(X, True), y, "logistic", 1, 1.0)
+    prob = Problem(RowData(X, True), y, "logistic", 1)
     m = int(np.ceil(n / b))
     # no control point: the estimator refreshes at its first step (timed)
     est = GLMEstimator(prob, b, access=access, control="table", period=m)

@@ -87,7 +87,7 @@ def load_a9a():
 # -------------------------------------------------------------------- metrics
 def glm_of(data):
     if data["model"] == "linear":
-        return GLM(GAUSSIAN, 1, data["noise_var"])
+        return GLM(GAUSSIAN, 1, (data["noise_var"],))
     return GLM(LOGISTIC, 1)
 
 

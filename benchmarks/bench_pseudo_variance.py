@@ -80,7 +80,7 @@ def make_scenario(name, seed=0):
         theta_true = np.array([1.0, -1.0])
         Y = theta_true + rng.standard_normal((N, 2))
         X = np.ones((N, 1))
-        glm = GLM(GAUSSIAN, 2, 1.0)
+        glm = GLM(GAUSSIAN, 2, (1.0,))
         ctx = FitContext(X, Y, glm, alpha, False, 10)
         prec = N / glm.noise_var + alpha
         mean = Y.sum(axis=0) / glm.noise_var / prec
@@ -146,7 +146,7 @@ def engine_check(sc, n_draws=20000, b=10, seed=0):
     ctx = sc["ctx"]
     ctx.batch_size = b
     problem = Problem(RowData(sc["X"], ctx.fit_intercept), sc["y"], MODEL_NAMES[sc["glm"].kind],
-                      sc["glm"].n_outputs, sc["glm"].noise_var)
+                      sc["glm"].n_outputs, sc["glm"].params)
     th = sc["draws"][0]
     G = per_datum_grads(sc, th)
     rows = []

@@ -63,7 +63,7 @@ class PassTimer:
         n = X.shape[0]
         self.m = int(np.ceil(n / b))
         self.n = n
-        prob = Problem(RowData(X, True), y, "logistic", 1, 1.0)
+        prob = Problem(RowData(X, True), y, "logistic", 1)
         self.theta = np.zeros(prob.dim)
         if variant is None:
             self.est = UniformSubsampling(prob, b)

@@ -82,7 +82,7 @@ def chain_pass(X, y, sampler, lazy, control, metric_kind):
     seconds of set-up: the estimator's tables, the lazy kernel's records and
     its final catch-up)."""
     n = X.shape[0]
-    prob = Problem(RowData(X, True), y, "logistic", 1, 1.0)
+    prob = Problem(RowData(X, True), y, "logistic", 1)
     t0 = time.perf_counter()
     if control:
         # a control-variate table at theta = 0 (the cost does not depend on where)

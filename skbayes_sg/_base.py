@@ -549,7 +549,7 @@ class BaseSGMCMC(BaseEstimator):
     def _chain_spec(self, ctx, glm, setup, sample_weight):
         """What every chain is built from (:class:`ChainSpec`, picklable)."""
         return ChainSpec(
-            model=glm.name, n_outputs=glm.n_outputs, noise_var=glm.noise_var,
+            model=glm.name, n_outputs=glm.n_outputs, model_params=glm.params,
             fit_intercept=bool(self.fit_intercept), alpha=float(ctx.alpha),
             sampler=setup.sampler, sampler_config=setup.sampler_config,
             subsampling=setup.subsampling, subsampling_config=setup.subsampling_config,

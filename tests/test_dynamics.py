@@ -120,7 +120,7 @@ def _iid_problem(y, alpha, noise_var):
     precision is lam = alpha + 1/sigma^2 and the mean y_j/(sigma^2 lam)."""
     y = np.asarray(y, dtype=np.float64).reshape(1, -1)
     K = y.shape[1]
-    return Problem(RowData(np.zeros((1, 0)), True), y, "gaussian", K, noise_var)
+    return Problem(RowData(np.zeros((1, 0)), True), y, "gaussian", K, (noise_var,))
 
 
 def _ridge_problem(seed=0, n=40):
@@ -130,7 +130,7 @@ def _ridge_problem(seed=0, n=40):
     y = X @ [0.8, -1.0] + 0.3 + rng.normal(size=n)
     noise_var, alpha = 4.0, 1.0
     mean, cov, P = ref.ridge_posterior(X, y, alpha, noise_var)
-    problem = Problem(RowData(np.ascontiguousarray(X), True), y, "gaussian", 1, noise_var)
+    problem = Problem(RowData(np.ascontiguousarray(X), True), y, "gaussian", 1, (noise_var,))
     return problem, alpha, mean, P
 
 
@@ -523,7 +523,7 @@ def _isotropic_noise_problem(K=40, n=8, noise_var=1.0, seed=0):
     Y = rng.normal(size=(n, K))
     Y -= Y.mean(axis=0)
     Y = Y / np.sqrt((Y ** 2).mean(axis=0)) + 0.5
-    return Problem(RowData(np.zeros((n, 0)), True), Y, "gaussian", K, noise_var), Y
+    return Problem(RowData(np.zeros((n, 0)), True), Y, "gaussian", K, (noise_var,)), Y
 
 
 def _sgnht_frozen(xi, lam, h, A, T, v):

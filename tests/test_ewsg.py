@@ -259,7 +259,7 @@ def test_ewsg_beats_sghmc_on_the_gaussian_example():
     rng = np.random.default_rng(0)
     n = 20
     C = rng.standard_normal((n, 2))
-    problem = Problem(RowData(np.zeros((n, 0)), True), C, "gaussian", 2, 1.0)
+    problem = Problem(RowData(np.zeros((n, 0)), True), C, "gaussian", 2, (1.0,))
     m0, S0 = C.mean(axis=0), np.eye(2) / n
     passes, chains = 10, 2000
     kl = {}

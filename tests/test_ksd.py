@@ -199,7 +199,7 @@ def test_ridge_score_is_the_closed_form(fit_intercept, temperature):
     X, y = _ridge_data()
     mean, cov, P = ref.ridge_posterior(X, y, 0.7, 0.5, fit_intercept)
     thetas = np.random.default_rng(0).normal(size=(13, len(mean)))
-    score = grad_log_posterior(thetas, X, y, GLM(GAUSSIAN, 1, 0.5), 0.7, fit_intercept,
+    score = grad_log_posterior(thetas, X, y, GLM(GAUSSIAN, 1, (0.5,)), 0.7, fit_intercept,
                                temperature)
     np.testing.assert_allclose(score, -(thetas - mean) @ P / temperature, rtol=1e-10,
                                atol=1e-10)

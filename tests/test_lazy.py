@@ -170,7 +170,7 @@ def _sparse_ridge(n=200, d=20, seed=0):
 
 def _run(X, y, lazy, seed, estimator_of, metric, h, alpha, noise_var, steps, thin, start,
          weights=None, reference_precision=0.0, scale=1.0, friction=None, sampler=None):
-    prob = Problem(RowData(X, True), y, "gaussian", 1, noise_var, weights)
+    prob = Problem(RowData(X, True), y, "gaussian", 1, (noise_var,), weights)
     est = estimator_of(prob)
     if sampler is None:
         sampler = "sgld" if friction is None else "sghmc"
@@ -231,7 +231,7 @@ def test_every_scale_class_catches_up_with_its_own_k_step_law(sampler):
                  kappa).get_config()
     metric = Metric.from_config(on_lazy_grid(cfg))
     D = np.asarray(metric.get_config()["factor"])
-    prob = Problem(RowData(X, True), y, "gaussian", 1, 1.0)
+    prob = Problem(RowData(X, True), y, "gaussian", 1, (1.0,))
     dyn = _dynamics(sampler, d + 1, h, gamma, kappa)
     kernel = LazyChain(UniformSubsampling(prob, 5), alpha, metric, dyn, np.ones(d + 1), seed=4)
     assert kernel.tabulated_classes > 5
@@ -320,7 +320,7 @@ def test_lazy_equals_eager_in_law_with_a_diagonal_metric_control_variate_and_wei
                             control_sum=Xe.T @ R, alias=prob_table)
 
     if sampler != "sgld":
-        kernel = LazyChain(estimator_of(Problem(RowData(X, True), y, "gaussian", 1, noise_var, w)),
+        kernel = LazyChain(estimator_of(Problem(RowData(X, True), y, "gaussian", 1, (noise_var,), w)),
                            alpha, metric, _dynamics(sampler, len(D), h, 2.0, 1.0), np.zeros(len(D)))
         assert (kernel.tabulated_classes > 3) == on_grid
     runs = {lazy: np.stack([

@@ -420,7 +420,7 @@ def test_ewsg_cyclic_access_uses_every_block(access, M, base):
     rng = np.random.default_rng(0)
     n, b = 8, 2
     X = rng.normal(size=(n, 2))
-    problem = Problem(RowData(X, True), rng.normal(size=n), "gaussian", 1, 1.0)
+    problem = Problem(RowData(X, True), rng.normal(size=n), "gaussian", 1, (1.0,))
     theta = rng.normal(size=3)
     full = FullGradient(problem).py_evaluate(theta)
     if base == "svrg":  # snapshot far from theta, never refreshed in 400 calls

@@ -119,7 +119,7 @@ def test_whitened_dynamics_sample_a_gaussian_exactly(sampler):
     1 / (1 - h/2) = 2x too large) fails the same tolerance."""
     X, y, mean, cov, P = _ridge()
     metric, L = _laplace_metric(mean, P)
-    problem = Problem(RowData(X, True), y, "gaussian", 1, 0.3)
+    problem = Problem(RowData(X, True), y, "gaussian", 1, (0.3,))
     draws = []
     for c in range(2):
         oracle = ChainOracle(FullGradient(problem), 1.0, metric=metric)
@@ -142,7 +142,7 @@ def test_euler_sghmc_matches_its_closed_form_gaussian_bias():
     keeps under the 4% budget."""
     X, y, mean, cov, P = _ridge()
     metric, _ = _laplace_metric(mean, P)
-    problem = Problem(RowData(X, True), y, "gaussian", 1, 0.3)
+    problem = Problem(RowData(X, True), y, "gaussian", 1, (0.3,))
     var0, _, iat, _ = em.analyse("sghmc", 0.25, 1.0)
     assert 1.3 < var0 < 1.4
     draws = []
@@ -201,7 +201,7 @@ def test_step_model_against_the_exact_finite_h_law(b):
     X, y, mean, cov, P = _ridge(n=100)
     n = len(y)
     Xe = ref.add_ones(X)
-    ctx = FitContext(X, y, GLM(GAUSSIAN, 1, 0.3), 1.0, True, b)
+    ctx = FitContext(X, y, GLM(GAUSSIAN, 1, (0.3,)), 1.0, True, b)
     ctx.resolved.metric_kind = "dense"
     center, L = ctx.laplace_metric("dense")
     Q = ctx.metric_row_covariances("dense", L)
@@ -528,7 +528,7 @@ def test_trajectory_lengths_mix_the_scale_of_the_bulk():
     lam = np.array([0.3, 1.0, 1.0, 1.0])
     _, L0 = _laplace_metric(mean, P)
     metric = Metric(4, "dense", mean, L0 * np.sqrt(lam), 1.0, 1.0)   # L^T P L = diag(lam)
-    problem = Problem(RowData(X, True), y, "gaussian", 1, 0.3)
+    problem = Problem(RowData(X, True), y, "gaussian", 1, (0.3,))
     chosen = trajectory_lengths(lam.min())
     quarter = 0.5 * np.pi / np.sqrt(lam.min())
     assert 1.0 / np.sqrt(lam.min()) >= WIDE_SPAN_TURN and chosen["jitter"] > 0.5

@@ -84,8 +84,8 @@ def _tiny(model, layout="dense", fit_intercept=True, n=5, d=3, seed=0, dtype=np.
         y = (np.arange(n) % K).astype(np.float64)
     noise_var = 0.6
     Xin = sp.csr_matrix(X) if layout == "csr" else np.ascontiguousarray(X)
-    glm = GLM(kind, K, noise_var)
-    prob = Problem(RowData(Xin, fit_intercept), y, model, K, noise_var)
+    glm = GLM(kind, K, (noise_var,) if kind == GAUSSIAN else ())
+    prob = Problem(RowData(Xin, fit_intercept), y, model, K, glm.params)
     ctx = FitContext(Xin, y, glm, 0.9, fit_intercept, 2)
     ctx.settings = FitSettings(access="random", pv_threshold=3.0, pilot_steps=50, pilot_seed=0)
     theta = rng.normal(size=K * (d + int(fit_intercept)))
@@ -709,7 +709,7 @@ def test_pilot_q95_is_near_stationary():
 def test_laplace_multi_output_gaussian():
     rng = np.random.default_rng(0)
     X, Y = rng.normal(size=(50, 2)), rng.normal(size=(50, 2))
-    ctx = FitContext(X, Y, GLM(GAUSSIAN, 2, 0.5), 1.0, True, 5)
+    ctx = FitContext(X, Y, GLM(GAUSSIAN, 2, (0.5,)), 1.0, True, 5)
     Xe = ref.add_ones(X)
     expected = np.kron(np.eye(2), Xe.T @ Xe / 0.5) + np.eye(6)
     np.testing.assert_allclose(ctx.hessian(ctx.mode()), expected, rtol=1e-10)

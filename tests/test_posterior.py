@@ -109,8 +109,8 @@ def _tiny_problem(model, layout, dtype, fit_intercept, n=5, d=3, seed=0):
         y = rng.integers(0, K, n).astype(np.float64)
     noise_var = 0.7
     Xin = sp.csr_matrix(X) if layout == "csr" else np.ascontiguousarray(X)
-    prob = Problem(RowData(Xin, fit_intercept), y, model, K, noise_var)
-    glm = GLM(kind, K, noise_var)
+    glm = GLM(kind, K, (noise_var,) if kind == GAUSSIAN else ())
+    prob = Problem(RowData(Xin, fit_intercept), y, model, K, glm.params)
     theta = rng.normal(size=K * (d + int(fit_intercept)))
     return Xin, y, prob, glm, theta
 

@@ -91,7 +91,7 @@ def _tiny(model, layout="dense", n=5, d=3, seed=0):
     else:
         y = rng.integers(0, 2 if model == "logistic" else K, n).astype(np.float64)
     Xin = sp.csr_matrix(X) if layout == "csr" else X
-    prob = Problem(RowData(Xin, True), y, model, K, 0.7)
+    prob = Problem(RowData(Xin, True), y, model, K, (0.7,) if model == "gaussian" else ())
     return X, y, K, prob, rng
 
 
@@ -177,7 +177,7 @@ def _visited_sets(access, n, b, n_steps, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 2)) + 3.0    # rows far from 0: every residual moves
     y = rng.normal(size=n)
-    prob = Problem(RowData(X, True), y, "gaussian", 1, 1.0)
+    prob = Problem(RowData(X, True), y, "gaussian", 1, (1.0,))
     est = GLMEstimator(prob, b, access=access, control="table", control_point=np.zeros(3))
     oracle = ChainOracle(est, 1.0)
     bitgen = np.random.PCG64(seed)
@@ -263,7 +263,7 @@ def test_running_sum_exact_after_1e5_steps(method, access):
     n, b = (40, 40) if access == "random" else (50, 7)
     X = 10.0 * rng.normal(size=(n, 4)) + 5.0
     y = X @ rng.normal(size=4) + rng.normal(size=n)
-    prob = Problem(RowData(X, True), y, "gaussian", 1, 1.0)
+    prob = Problem(RowData(X, True), y, "gaussian", 1, (1.0,))
     Xe = _ext(X)
     mean, _, P = ref.ridge_posterior(X, y, 1.0, 1.0)
     h = 0.05 / np.linalg.eigvalsh(P).max()
@@ -310,7 +310,7 @@ def test_refresh_schedule_and_eval_counts(method, given):
     n, b, m = 30, 4, 7
     X = rng.normal(size=(n, 3))
     y = rng.normal(size=n)
-    prob = Problem(RowData(X, True), y, "gaussian", 1, 1.0)
+    prob = Problem(RowData(X, True), y, "gaussian", 1, (1.0,))
     Xe = _ext(X)
     control, periodic = CONTROL[method]
     th0 = rng.normal(size=4)
@@ -543,7 +543,7 @@ def _engine_draws(X, y, method, access, h, b, n_steps, n_warm, thin, n_chains=4,
     per = (int(np.ceil(n / b)) if period is None else period) if periodic else 0
     draws = []
     for c in range(n_chains):
-        prob = Problem(RowData(X, True), y, "gaussian", 1, 1.0)
+        prob = Problem(RowData(X, True), y, "gaussian", 1, (1.0,))
         est = GLMEstimator(prob, b, access=access, control=control, period=per,
                            control_point=mean)
         dyn = SGLD(prob.dim, h, 1.0)
@@ -678,8 +678,8 @@ def test_memmap_gives_identical_draws(tmp_path, method, access, dtype):
     assert_array_equal(_public_draws(a), _public_draws(b))
     assert a.n_grad_evals_ == b.n_grad_evals_
     # the engine reads the mapping in place: same draws from a RowData on it
-    prob_mm = Problem(RowData(Xm, True), y, "gaussian", 1, 1.0)
-    prob = Problem(RowData(X, True), y, "gaussian", 1, 1.0)
+    prob_mm = Problem(RowData(Xm, True), y, "gaussian", 1, (1.0,))
+    prob = Problem(RowData(X, True), y, "gaussian", 1, (1.0,))
     control, periodic = CONTROL[method]
     th = np.zeros(5)
     outs = []

@@ -45,7 +45,7 @@ def _contexts(model, fit_intercept, weighted, n=120, d=6, seed=0):
     y = _targets(model, n, rng)
     weights = rng.uniform(0.5, 2.0, n) if weighted else None
     kind, K = MODELS[model]
-    glm = GLM(kind, K, 0.6)
+    glm = GLM(kind, K, (0.6,) if kind == GAUSSIAN else ())
     dense = FitContext(X, y, glm, 0.9, fit_intercept, 10, weights)
     csr = FitContext(sp.csr_matrix(X), y, glm, 0.9, fit_intercept, 10, weights)
     return dense, csr, 0.3 * rng.normal(size=dense.dim)

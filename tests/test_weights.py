@@ -229,7 +229,7 @@ def test_kernel_stein_discrepancy_scores_the_weighted_posterior(diabetes):
     wrong = ksd_from_estimator(est, X, y, max_draws=300)
     assert wrong > 5 * right, (right, wrong)
     thetas = np.random.default_rng(0).normal(size=(3, X.shape[1] + 1))
-    glm = GLM(GAUSSIAN, 1, NOISE_VAR)
+    glm = GLM(GAUSSIAN, 1, (NOISE_VAR,))
     np.testing.assert_allclose(
         grad_log_posterior(thetas, X, y, glm, 1.0, True, sample_weight=w.astype(float)),
         grad_log_posterior(thetas, np.repeat(X, w, axis=0), np.repeat(y, w), glm, 1.0, True),

@@ -437,8 +437,8 @@ class FitContext:
         try:
             return factorise(H)
         except np.linalg.LinAlgError:
-            noise = (f", noise_var={float(self.glm.noise_var):.3g}"
-                     if self.glm.name == "gaussian" else "")
+            noise = "".join(f", {name}={value:.3g}"
+                            for name, value in self.glm.settings().items())
             raise ValueError(
                 f"The posterior's curvature is not positive definite to machine precision "
                 f"(alpha={self.alpha:.3g}{noise}): some directions are fixed by the data "

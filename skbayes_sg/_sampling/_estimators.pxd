@@ -11,7 +11,7 @@ from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
 
 from ._dataset cimport RowStore, RowData, row_dot, row_axpy, row_prefetch
-from ._models cimport glm_loss, glm_residual
+from ._models cimport MAX_MODEL_PARAMS, glm_loss, glm_residual
 
 
 ctypedef struct Candidate:
@@ -30,7 +30,7 @@ ctypedef struct ProblemStore:
     int K              # outputs
     intp n             # rows
     intp dim           # K * dext
-    double inv_noise_var
+    double param[MAX_MODEL_PARAMS]   # the model's kernel parameters (ModelSpec.kernel_params)
     const double* weight  # per-datum weights w_i (U_i scaled by w_i); NULL: all 1
 
 
@@ -42,7 +42,7 @@ cdef inline void datum_residual(const ProblemStore* P, intp i, const double* the
     estimates the gradient of the weighted potential ``sum_i w_i U_i``."""
     cdef int k
     row_dot(P.X, i, theta, P.K, z)
-    glm_residual(P.model, z, P.K, P.y + i * P.y_stride, P.inv_noise_var, r)
+    glm_residual(P.model, z, P.K, P.y + i * P.y_stride, P.param, r)
     if P.weight != NULL:
         for k in range(P.K):
             r[k] *= P.weight[i]

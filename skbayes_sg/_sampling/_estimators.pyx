@@ -41,14 +41,16 @@ cdef class Problem:
         "gaussian", "softmax" or "poisson".
     n_outputs : int
         K (number of classes for softmax, else 1).
-    noise_var : float
-        Gaussian noise variance.
+    model_params : sequence of float
+        The model's own parameters, in the order of its ``param_names``
+        (the Gaussian's noise variance, the negative binomial's shape);
+        empty for a model without any, or for its defaults.
     sample_weight : ndarray of shape (n_rows,) or None
         Nonnegative weights ``w_i``: datum i's potential is ``w_i U_i``
         (frequency weights: an integer weight is that many copies of the row).
     """
 
-    def __cinit__(self, RowData data, y, str model, int n_outputs, double noise_var=1.0,
+    def __cinit__(self, RowData data, y, str model, int n_outputs, model_params=(),
                   sample_weight=None):
         cdef const double[::1] yv
         cdef const double[::1] wv
@@ -73,7 +75,17 @@ cdef class Problem:
         self.store.K = n_outputs
         self.store.n = data.store.n_rows
         self.store.dim = n_outputs * data.store.dext
-        self.store.inv_noise_var = 1.0 / noise_var
+        spec = model_spec(model)
+        params = tuple(float(v) for v in model_params) or spec.param_defaults
+        if len(params) != len(spec.param_names):
+            raise ValueError("the %s model has parameters %s; got %d value(s)"
+                             % (model, spec.param_names, len(params)))
+        kernel = spec.kernel_params(params)
+        if len(kernel) > MAX_MODEL_PARAMS:
+            raise ValueError("model %r has %d kernel parameters; the engine carries %d"
+                             % (model, len(kernel), MAX_MODEL_PARAMS))
+        for k in range(MAX_MODEL_PARAMS):
+            self.store.param[k] = float(kernel[k]) if k < len(kernel) else 0.0
         self.store.weight = NULL
         self._weight = None
         if sample_weight is not None:
@@ -200,7 +212,7 @@ cdef class FullGradient(GradientEstimator):
             datum_residual(P, i, theta, &self.zbuf[0], &self.rbuf[0])
             if self.with_potential:  # z_i is in zbuf: the loss costs no second dot product
                 u += datum_weight(P, i) * glm_loss(P.model, &self.zbuf[0], P.K,
-                                                   P.y + i * P.y_stride, P.inv_noise_var)
+                                                   P.y + i * P.y_stride, P.param)
             row_axpy(P.X, i, &self.rbuf[0], P.K, c.grad)
         c.potential = u
         self.n_evals += P.n

@@ -3,7 +3,8 @@
 Every model the engine knows is one :class:`ModelSpec` in :data:`MODELS`:
 its C kind (the ``ModelKind`` enum of ``_models.pxd``, whose inline
 residual and loss the chains call), its name, the numpy per-datum loss,
-residual and Hessian weights (used once per fit: mode finding, step-size
+own parameters (``param_names``, and the form the kernel reads them in,
+``kernel_params``), residual and Hessian weights (used once per fit: mode finding, step-size
 selection, Laplace pieces, per-datum Lipschitz constants; and by tests as
 the independent reference of the Cython kernels), its global curvature
 bound (None where there is none), the validation of its targets and the
@@ -11,7 +12,8 @@ per-datum log predictive density (the ArviZ export).  The engine
 (``_estimators.Problem``), the fit set-up (``_context``), the kernel Stein
 discrepancy, the command line and the export read the model from here;
 adding a model is one entry here, its branch in ``_models.pxd`` and its
-estimator class.
+estimator class (the negative binomial, whose shape is a parameter of its
+own, was added that way).
 
 Notation follows the formula sheet, doc/algorithms.rst:
 ``U(theta) = alpha/2 ||theta||^2 + sum_i U_i(theta)``, ``U_i = phi(z_i, y_i)``.
@@ -23,7 +25,7 @@ import scipy.sparse as sp
 from scipy.special import expit, gammaln, log_expit, logsumexp, softmax
 
 # must equal the ModelKind enum of _models.pxd (checked when _estimators loads)
-LOGISTIC, GAUSSIAN, SOFTMAX, POISSON = 0, 1, 2, 3
+LOGISTIC, GAUSSIAN, SOFTMAX, POISSON, NEGATIVE_BINOMIAL = 0, 1, 2, 3, 4
 
 #: Poisson: beyond this linear predictor the rate exp(z) continues linearly
 #: (value and slope of exp at the point), in numpy as in the Cython kernel,
@@ -54,12 +56,16 @@ class ModelSpec:
 
     Subclasses set ``kind`` (the C enum value), ``name`` and ``task``, and
     implement the per-datum pieces; ``glm`` carries the instance settings
-    (``n_outputs``, ``noise_var``).  Every piece is vectorised over rows:
-    ``Z`` has shape (n, K).
+    (``n_outputs`` and the model's parameters, ``glm.params`` in the order
+    of ``param_names``).  Every piece is vectorised over rows: ``Z`` has
+    shape (n, K).
     """
 
     kind = None
     name = None
+    #: the model's own parameters (fixed during sampling), and their defaults
+    param_names = ()
+    param_defaults = ()
     #: "classification" (targets are class labels) or "regression"
     task = "regression"
     #: y holds K values per datum (multi-output Gaussian) rather than one
@@ -67,6 +73,12 @@ class ModelSpec:
     #: a location-scale family: y may be standardised before the fit (the
     #: command line's --standardize) and the metrics mapped back
     standardize_target = False
+
+    def kernel_params(self, params):
+        """The parameters as the Cython kernel reads them (``ProblemStore.param``,
+        at most ``MAX_MODEL_PARAMS``): precomputed so that no datum repeats
+        a division or a log."""
+        return ()
 
     def loss(self, glm, Z, y):
         """Per-datum potentials ``U_i`` (negative log-likelihood, constants
@@ -163,7 +175,7 @@ class ModelSpec:
 
     def settings(self, glm):
         """The fitted settings of the model (saved with the draws), a dict."""
-        return {}
+        return dict(zip(self.param_names, map(float, glm.params)))
 
     def __repr__(self):
         return f"<model {self.name!r}>"
@@ -205,28 +217,30 @@ class GaussianSpec(ModelSpec):
     kind, name = GAUSSIAN, "gaussian"
     multi_target = True
     standardize_target = True
+    param_names, param_defaults = ("noise_var",), (1.0,)
+
+    def kernel_params(self, params):
+        return (1.0 / params[0],)
 
     def loss(self, glm, Z, y):
-        return ((y.reshape(len(Z), -1) - Z) ** 2).sum(axis=1) / (2 * glm.noise_var)
+        return ((y.reshape(len(Z), -1) - Z) ** 2).sum(axis=1) / (2 * glm.param("noise_var"))
 
     def residual(self, glm, Z, y):
-        return (Z - y.reshape(len(Z), -1)) / glm.noise_var
+        return (Z - y.reshape(len(Z), -1)) / glm.param("noise_var")
 
     def hessian_weights(self, glm, Z, y):
-        return np.full(Z.shape[0], 1.0 / glm.noise_var)
+        return np.full(Z.shape[0], 1.0 / glm.param("noise_var"))
 
     def curvature_bound(self, glm):
-        return 1.0 / glm.noise_var
-
-    def settings(self, glm):
-        return {"noise_var": float(glm.noise_var)}
+        return 1.0 / glm.param("noise_var")
 
     def sample(self, glm, Z, rng):
-        return Z + rng.normal(scale=np.sqrt(glm.noise_var), size=Z.shape)
+        return Z + rng.normal(scale=np.sqrt(glm.param("noise_var")), size=Z.shape)
 
     def log_predictive(self, glm, Z, y):
         # the loss drops log(2 pi sigma^2) / 2 per output
-        return -self.loss(glm, Z, y) - 0.5 * Z.shape[1] * np.log(2.0 * np.pi * glm.noise_var)
+        return (-self.loss(glm, Z, y)
+                - 0.5 * Z.shape[1] * np.log(2.0 * np.pi * glm.param("noise_var")))
 
 
 class SoftmaxSpec(ModelSpec):
@@ -304,9 +318,60 @@ class PoissonSpec(ModelSpec):
         return y
 
 
+class NegativeBinomialSpec(ModelSpec):
+    """Negative binomial (Gamma-Poisson) with the log link: counts y >= 0,
+    mean ``mu = exp(z)``, shape ``r`` (``Var y = mu + mu^2 / r``), K = 1.
+
+    ``phi(z, y) = (y + r) log(1 + e^z / r) - y z`` (terms free of z
+    dropped); residual ``(y + r) sigmoid(z - log r) - y``, bounded by r;
+    curvature ``(y + r) s (1 - s)``, ``s = sigmoid(z - log r)``: at most
+    ``(y + r) / 4``, which grows with the count, so no global bound.  The
+    Poisson model is its limit ``r -> inf``.
+    """
+
+    kind, name = NEGATIVE_BINOMIAL, "negative_binomial"
+    param_names, param_defaults = ("shape",), (1.0,)
+
+    def kernel_params(self, params):
+        return (float(params[0]), float(np.log(params[0])))
+
+    @staticmethod
+    def _shifted(glm, Z):
+        return Z[:, 0] - np.log(glm.param("shape"))
+
+    def loss(self, glm, Z, y):
+        r = glm.param("shape")
+        return (y + r) * np.logaddexp(0.0, self._shifted(glm, Z)) - y * Z[:, 0]
+
+    def residual(self, glm, Z, y):
+        r = glm.param("shape")
+        return ((y + r) * expit(self._shifted(glm, Z)) - y)[:, None]
+
+    def hessian_weights(self, glm, Z, y):
+        s = expit(self._shifted(glm, Z))
+        return (y + glm.param("shape")) * s * (1.0 - s)
+
+    def log_predictive(self, glm, Z, y):
+        r = glm.param("shape")
+        return (-self.loss(glm, Z, y) - y * np.log(r)
+                + gammaln(y + r) - gammaln(r) - gammaln(y + 1.0))
+
+    def sample(self, glm, Z, rng):
+        r = glm.param("shape")
+        return rng.negative_binomial(r, expit(-self._shifted(glm, Z)))
+
+    def validate_targets(self, y, name="y"):
+        y = _finite(y, name)
+        if np.any(y < 0):
+            raise ValueError(
+                f"{name} must be nonnegative counts for the negative binomial model; got "
+                f"{np.sum(y < 0)} negative value(s), the smallest {y.min():g}.")
+        return y
+
+
 #: the registry: model name -> spec
 MODELS = {spec.name: spec for spec in (LogisticSpec(), GaussianSpec(), SoftmaxSpec(),
-                                       PoissonSpec())}
+                                       PoissonSpec(), NegativeBinomialSpec())}
 #: name -> C kind, and kind -> name
 MODEL_KINDS = {name: spec.kind for name, spec in MODELS.items()}
 MODEL_NAMES = {spec.kind: name for name, spec in MODELS.items()}
@@ -341,17 +406,41 @@ class GLM:
     kind : int
         The C kind of a registry entry: ``LOGISTIC`` (y in {0, 1}),
         ``GAUSSIAN`` (real y, variance ``noise_var``; y of shape (n, K) for
-        K outputs), ``SOFTMAX`` (y in 0..K-1) or ``POISSON`` (counts).
+        K outputs), ``SOFTMAX`` (y in 0..K-1), ``POISSON`` (counts) or
+        ``NEGATIVE_BINOMIAL`` (overdispersed counts, its ``shape``).
     n_outputs : int
-        K: 1 for logistic and Poisson, the number of classes for softmax,
-        the number of targets per datum for Gaussian.
-    noise_var : float
-        Gaussian noise variance sigma^2 (ignored otherwise).
+        K: 1 for logistic, Poisson and negative binomial, the number of
+        classes for softmax, the number of targets per datum for Gaussian.
+    params : tuple of float
+        The model's own parameters in the order of its ``param_names``
+        (Gaussian: ``(noise_var,)``; negative binomial: ``(shape,)``);
+        empty for the model's defaults.
     """
 
     kind: int
     n_outputs: int = 1
-    noise_var: float = 1.0
+    params: tuple = ()
+
+    def __post_init__(self):
+        names, defaults = self.spec.param_names, self.spec.param_defaults
+        params = tuple(float(v) for v in (self.params if len(self.params) else defaults))
+        if len(params) != len(names):
+            raise ValueError(f"the {self.spec.name} model has parameters {names}; "
+                             f"got {len(params)} value(s)")
+        self.params = params
+
+    def param(self, name):
+        """The value of the model's parameter ``name``."""
+        try:
+            return self.params[self.spec.param_names.index(name)]
+        except ValueError:
+            raise KeyError(f"the {self.name} model has no parameter {name!r}; it has "
+                           f"{self.spec.param_names}") from None
+
+    def set_param(self, name, value):
+        """Set the model's parameter ``name`` (a fit resolves ``"auto"`` ones)."""
+        index = self.spec.param_names.index(name)
+        self.params = self.params[:index] + (float(value),) + self.params[index + 1:]
 
     @property
     def spec(self):
@@ -399,7 +488,7 @@ class GLM:
         return self.spec.sample(self, Z, rng)
 
     def settings(self):
-        """The model's fitted settings (``noise_var`` for Gaussian), a dict."""
+        """The model's parameters by name (``noise_var`` for Gaussian), a dict."""
         return self.spec.settings(self)
 
     def lipschitz(self, X, fit_intercept, sample_weight=None):

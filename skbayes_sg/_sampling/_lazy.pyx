@@ -758,7 +758,7 @@ cdef class LazyChain:
                 if dext > d:
                     v += _theta(&coords[k * dext + d], kind)
                 zb[k] = v
-            glm_residual(P.model, zb, K, P.y + i * P.y_stride, P.inv_noise_var, rb)
+            glm_residual(P.model, zb, K, P.y + i * P.y_stride, P.param, rb)
             # the estimator's term: importance weight times (w_i r_i - a_i)
             w = (self.inv_np[i] if self.access == ACCESS_WEIGHTED else 1.0) * nb
             x = datum_weight(P, i)

@@ -6,6 +6,11 @@ Every model has per-datum potential ``U_i(theta) = phi(z_i, y_i)`` with
 a K-vector of *residuals* times the row.  Only the residual is model
 specific; it is an inline function picked by an integer constant, so the
 per-datum call costs no virtual dispatch.
+
+A model's own parameters (the Gaussian's noise variance, the negative
+binomial's shape) reach the kernel as a short vector ``param``, in the
+form the kernel reads (``ModelSpec.kernel_params`` of ``_glm.py``): adding
+a model with parameters changes no signature.
 """
 from libc.math cimport exp, log, log1p, fabs
 
@@ -14,6 +19,11 @@ cdef enum ModelKind:
     GAUSSIAN = 1      # y real (K targets per datum), noise variance sigma^2
     SOFTMAX = 2       # y in {0..K-1} stored as double, K outputs
     POISSON = 3       # counts y >= 0, log link, K = 1
+    NEGATIVE_BINOMIAL = 4   # counts y >= 0, log link, shape r; K = 1
+
+# the length of the kernel's model-parameter vector (ProblemStore.param)
+cdef enum:
+    MAX_MODEL_PARAMS = 4
 
 # Poisson: beyond this z the rate exp(z) continues linearly (C^1), so the
 # potential stays finite where exp would overflow; _glm.POISSON_Z_MAX
@@ -29,12 +39,18 @@ cdef inline double sigmoid(double z) noexcept nogil:
     return e / (1.0 + e)
 
 
+cdef inline double softplus(double v) noexcept nogil:
+    """log(1 + e^v) without overflow."""
+    return (v if v > 0 else 0.0) + log1p(exp(-fabs(v)))
+
+
 cdef inline void glm_residual(int model, const double* z, int K, const double* y,
-                              double inv_noise_var, double* r) noexcept nogil:
+                              const double* param, double* r) noexcept nogil:
     """r = d phi / d z at (z, y): the per-datum gradient is r (x) (x_i, 1).
 
     ``y`` points to the datum's target(s): one value (logistic, softmax class
-    index) or K values (multi-output Gaussian).
+    index) or K values (multi-output Gaussian).  ``param``: the model's
+    kernel parameters (Gaussian: 1/sigma^2; negative binomial: r, log r).
     """
     cdef int k
     cdef double m, s
@@ -44,7 +60,10 @@ cdef inline void glm_residual(int model, const double* z, int K, const double* y
         r[0] = exp(z[0] if z[0] < POISSON_Z_MAX else POISSON_Z_MAX) - y[0]
     elif model == GAUSSIAN:
         for k in range(K):
-            r[k] = (z[k] - y[k]) * inv_noise_var
+            r[k] = (z[k] - y[k]) * param[0]
+    elif model == NEGATIVE_BINOMIAL:
+        # (y + r) sigma(z - log r) - y = r (e^z - y) / (r + e^z): bounded by r
+        r[0] = (y[0] + param[0]) * sigmoid(z[0] - param[1]) - y[0]
     else:
         m = z[0]
         for k in range(1, K):
@@ -60,7 +79,7 @@ cdef inline void glm_residual(int model, const double* z, int K, const double* y
 
 
 cdef inline double glm_loss(int model, const double* z, int K, const double* y,
-                            double inv_noise_var) noexcept nogil:
+                            const double* param) noexcept nogil:
     """phi(z, y) = U_i: the datum's negative log-likelihood (up to a constant
     for the Gaussian and Poisson), computed stably; the Metropolis correction
     needs it."""
@@ -81,7 +100,10 @@ cdef inline double glm_loss(int model, const double* z, int K, const double* y,
         for k in range(K):
             v = z[k] - y[k]
             s += v * v
-        return 0.5 * s * inv_noise_var
+        return 0.5 * s * param[0]
+    elif model == NEGATIVE_BINOMIAL:
+        # (y + r) log(1 + e^z / r) - y z (terms free of z dropped)
+        return (y[0] + param[0]) * softplus(z[0] - param[1]) - y[0] * z[0]
     m = z[0]
     for k in range(1, K):
         if z[k] > m:

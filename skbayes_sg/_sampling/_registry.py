@@ -256,7 +256,7 @@ def _adaptive_coef(ctx, cfg):
 
     pilot = {k: v for k, v in cfg.items() if k not in ("centre", "adaptive_coef")}
     problem = _estimators.Problem(RowData(ctx.X, ctx.fit_intercept), ctx.y,
-                                  ctx.glm.name, ctx.glm.n_outputs, ctx.glm.noise_var,
+                                  ctx.glm.name, ctx.glm.n_outputs, ctx.glm.params,
                                   ctx.sample_weight)
     est = _build_glm(problem, pilot)
     noise = GradientNoise(ctx, SUBSAMPLINGS["cv"], ctx.mode())

@@ -113,7 +113,7 @@ class ChainSpec:
 
     model: str
     n_outputs: int
-    noise_var: float
+    model_params: tuple               # the model's own parameters (GLM.params)
     fit_intercept: bool
     alpha: float
     sampler: str
@@ -464,7 +464,7 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
     theta = np.array(state["theta"], dtype=np.float64)
 
     problem = Problem(RowData(X, spec.fit_intercept), y, spec.model, spec.n_outputs,
-                      spec.noise_var, spec.sample_weight)
+                      spec.model_params, spec.sample_weight)
     estimator = SUBSAMPLINGS[spec.subsampling].build(problem, spec.subsampling_config)
     if state.get("estimator") is not None and hasattr(estimator, "set_state"):
         estimator.set_state(state["estimator"])  # tables, snapshot, schedule, cursor

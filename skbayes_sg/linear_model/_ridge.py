@@ -87,7 +87,7 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
         return model_spec(GAUSSIAN).validate_targets(y)
 
     def _make_glm(self, X, y):
-        return GLM(GAUSSIAN, 1, 1.0)  # noise variance resolved in _fit_context_hook
+        return GLM(GAUSSIAN, 1)  # noise variance resolved in _fit_context_hook
 
     def _fit_context_hook(self, ctx):
         given_noise = (float(self.noise_var) if self.noise_var is not None
@@ -98,7 +98,7 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
                                                      sample_weight=ctx.sample_weight)
         ctx.n_grad_evals += n_passes * ctx.n
         ctx.alpha = alpha
-        ctx.glm.noise_var = sigma2
+        ctx.glm.set_param("noise_var", sigma2)
         self.noise_var_ = sigma2
         collapsed = sigma2 <= 1e-9 * (_weighted_moments(ctx.y, ctx.sample_weight)[1] + 1.0)
         if given_noise is None and collapsed and ctx.sample_weight is not None:
@@ -177,7 +177,7 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
 
     def _model_spec(self):
         """The fitted Gaussian model, with ``noise_var_``."""
-        return GLM(GAUSSIAN, 1, float(self.noise_var_))
+        return GLM(GAUSSIAN, 1, (float(self.noise_var_),))
 
 
 #: above this many rows and coefficients both, the evidence is maximised by
