@@ -17,7 +17,7 @@ the command prints
   with the estimator's own check and advice);
 - held-out metrics: accuracy and log-loss of the posterior predictive
   (logistic, mlp), or RMSE of the posterior mean and mean log predictive
-  density (ridge, poisson);
+  density (ridge, poisson, negative-binomial);
 
 and saves the draws with their metadata (``--out``): a path ending in ``.nc``
 gets ``est.to_inference_data(X_train, y_train)`` as netCDF (ArviZ, with the
@@ -39,7 +39,8 @@ pickling):
     a JSON string: the command's settings, ``step_size_``,
     ``n_grad_evals_``, ``sampling_time_``, the held-out metrics, the target
     scaling of ridge (``y_mean``, ``y_scale``), the model's fitted settings
-    (ridge: ``noise_var``) and the skbayes_sg version.
+    (ridge: ``noise_var``; negative binomial: ``shape``) and the skbayes_sg
+    version.
 
 What differs between the linear models (a numeric target, whether it may
 be standardised, the fitted settings saved) is read from the model registry
@@ -93,13 +94,15 @@ from .diagnostics._advice import check_convergence
 from .diagnostics._convergence import (
     MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, MCMCConvergenceWarning, SummaryTable,
     bulk_ess_and_rhat, summary)
-from .linear_model import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge
+from .linear_model import (SGMCMCLogisticRegression, SGMCMCNegativeBinomialRegressor,
+                           SGMCMCPoissonRegressor, SGMCMCRidge)
 from .neural_network import SGMCMCMLPClassifier
 
 __all__ = ["add_arguments", "run", "fit_file", "load_csv", "load_libsvm", "DataError",
            "MissingDependencyError", "generated_flags", "estimator_params"]
 
 MODELS = {"logistic": SGMCMCLogisticRegression, "mlp": SGMCMCMLPClassifier,
+          "negative-binomial": SGMCMCNegativeBinomialRegressor,
           "poisson": SGMCMCPoissonRegressor, "ridge": SGMCMCRidge}
 CLASSIFIERS = tuple(name for name, cls in MODELS.items() if is_classifier(cls()))
 #: the models of the model registry (the network is not a GLM)
@@ -171,7 +174,9 @@ def add_arguments(parser):
     parser.add_argument("--model", choices=sorted(MODELS), required=True,
                         help="logistic: SGMCMCLogisticRegression (binary or multinomial); "
                              "ridge: SGMCMCRidge; poisson: SGMCMCPoissonRegressor (counts, "
-                             "log link); mlp: SGMCMCMLPClassifier (Bayesian neural "
+                             "log link); negative-binomial: "
+                             "SGMCMCNegativeBinomialRegressor (overdispersed counts, log "
+                             "link, its --shape); mlp: SGMCMCMLPClassifier (Bayesian neural "
                              "network, needs torch)")
     parser.add_argument("--sampler", choices=["auto", *SAMPLERS], default="auto",
                         metavar="NAME",
@@ -682,7 +687,7 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         CSV target column.
     libsvm : bool, default=False
         Read ``data`` as libsvm.
-    model : {"logistic", "ridge", "poisson", "mlp"}, default="logistic"
+    model : {"logistic", "ridge", "poisson", "negative-binomial", "mlp"}, default="logistic"
     out : str, path-like or None, default=None
         Where to save the draws (None: not saved): a path ending in ``.nc``
         gets the ArviZ ``InferenceData`` of the fit as netCDF (needs ArviZ
@@ -897,6 +902,9 @@ def _report_linear(est, names, spec, standardize, seconds, say):
     say(f"fit in {seconds:.2f} s (sampling {est.sampling_time_:.2f} s); step size "
         f"{est.step_size_:.3g}; {est.n_grad_evals_:,} gradient evaluations "
         f"({est.n_passes_:,.0f} data passes)")
+    settings = est._model_spec().settings()
+    if settings:   # the model's own parameters, as fixed for the draws
+        say("model: " + ", ".join(f"{name} {value:.4g}" for name, value in settings.items()))
 
     table = summary(est, names=names)
     say()

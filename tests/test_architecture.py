@@ -22,12 +22,14 @@ import pytest
 import skbayes_sg
 from sklearn.utils._param_validation import make_constraint
 
-from skbayes_sg import (SGMCMCLogisticRegression, SGMCMCMLPClassifier, SGMCMCPoissonRegressor,
-                        SGMCMCRidge)
+from skbayes_sg import SGMCMCMLPClassifier, linear_model
 from skbayes_sg._sampling import _specs
+from skbayes_sg._sampling._glm import MODELS
+from skbayes_sg._sampling._models import C_MAX_MODEL_PARAMS, C_MODEL_KINDS
 from skbayes_sg._sampling._registry import SAMPLERS, SUBSAMPLINGS
 
 PACKAGE = Path(skbayes_sg.__file__).resolve().parent
+LINEAR_ESTIMATORS = [getattr(linear_model, name) for name in linear_model.__all__]
 
 
 def _module_name(path):
@@ -105,7 +107,7 @@ def test_registries_cover_exactly_their_specs():
         assert entry.definition is _specs.ESTIMATORS[name]
 
 
-@pytest.mark.parametrize("Est", [SGMCMCLogisticRegression, SGMCMCRidge, SGMCMCPoissonRegressor])
+@pytest.mark.parametrize("Est", LINEAR_ESTIMATORS)
 def test_linear_estimators_read_the_specs(Est):
     """Sampler names, hyperparameters (constraints, defaults, docs) and the
     owners that decide which settings act come from the specs."""
@@ -120,6 +122,21 @@ def test_linear_estimators_read_the_specs(Est):
         assert first_words in " ".join(Est.__doc__.split()), name
 
 
+def test_every_model_is_compiled_and_has_its_estimator():
+    """A model is one registry entry (its parameters a vector the kernel
+    reads), one branch of the compiled kernel and one estimator."""
+    assert {name: spec.kind for name, spec in MODELS.items()} == C_MODEL_KINDS
+    owners = {}
+    for Est in LINEAR_ESTIMATORS:
+        owners.setdefault(Est._registry_model, []).append(Est.__name__)
+    # softmax is the multinomial face of the logistic estimator
+    assert set(owners) | {"softmax"} == set(MODELS), owners
+    assert all(len(names) == 1 for names in owners.values()), owners
+    for spec in MODELS.values():
+        assert len(spec.param_names) == len(spec.param_defaults)
+        assert len(spec.kernel_params(spec.param_defaults)) <= C_MAX_MODEL_PARAMS
+
+
 def _accepted(constraints):
     """The values a list of scikit-learn constraints accepts, as words."""
     words = set()
@@ -130,8 +147,7 @@ def _accepted(constraints):
     return words
 
 
-@pytest.mark.parametrize("Linear", [SGMCMCLogisticRegression, SGMCMCRidge,
-                                    SGMCMCPoissonRegressor])
+@pytest.mark.parametrize("Linear", LINEAR_ESTIMATORS)
 def test_the_engines_share_one_vocabulary(Linear):
     linear, network = Linear._parameter_constraints, SGMCMCMLPClassifier._parameter_constraints
     shared = set(linear) & set(network) - {"class_weight"}   # a classifier's own

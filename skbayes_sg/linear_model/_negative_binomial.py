@@ -1,0 +1,161 @@
+"""Bayesian negative binomial regression (log link, overdispersed counts) by SG-MCMC."""
+import numbers
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import gammaln
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from .._base import BaseSGMCMC, estimator_parameters
+from .._sampling._context import FitContext
+from .._sampling._glm import GLM, NEGATIVE_BINOMIAL, linear_predictor, model_spec
+from ._logistic import _DOC_ATTRS, _DOC_PARAMS
+from ._poisson import SGMCMCPoissonRegressor
+
+#: the shape's search interval in ``shape="auto"``: below it a count is
+#: almost all dispersion, above it the model is the Poisson one to 1e-6
+SHAPE_BOUNDS = (1e-4, 1e6)
+#: alternate (mode | shape) and (shape | mode) until the shape moves less
+#: than this fraction, or for at most SHAPE_ROUNDS rounds
+SHAPE_RTOL, SHAPE_ROUNDS = 1e-3, 20
+
+
+@estimator_parameters(shape="auto")
+class SGMCMCNegativeBinomialRegressor(SGMCMCPoissonRegressor):
+    __doc__ = """Bayesian negative binomial regression (log link) by stochastic-gradient MCMC.
+
+    Model: ``y_i ~ NegativeBinomial(mean mu_i = exp(x_i^T w + b), shape r)``,
+    the Gamma-Poisson mixture with ``Var y_i = mu_i + mu_i^2 / r`` (Stan's
+    ``neg_binomial_2``, PyMC's ``NegativeBinomial(mu, alpha=r)``), prior
+    ``(w, b) ~ N(0, alpha^-1 I)``; the posterior is ``exp(-U/T)`` with
+    ``U(theta) = alpha ||theta||^2 / 2 + sum_i [(y_i + r) log(1 + e^{z_i} / r)
+    - y_i z_i]``, ``z_i = x_i^T w + b``.  For counts more variable than a
+    Poisson law allows (the usual case with real counts), where
+    :class:`SGMCMCPoissonRegressor` would give too narrow a posterior.  As
+    ``r -> inf`` it is the Poisson model.
+
+    The shape ``r`` is the model's own parameter: it is fixed while the
+    coefficients are sampled.  ``shape="auto"`` sets it to its joint
+    maximum a posteriori value with the coefficients (a flat prior on
+    ``log r``; what R's ``MASS::glm.nb`` and statsmodels call the maximum
+    likelihood estimate, here with the coefficients' prior), stored as
+    ``shape_``.  The uncertainty in ``r`` is then not carried into the
+    draws: with few rows, or to study it, fit at several shapes.
+
+    Parameters
+    ----------
+    shape : float or "auto", default="auto"
+        The negative binomial shape ``r > 0`` (``Var y = mu + mu^2 / r``;
+        small: much overdispersion).  ``"auto"``: estimated with the mode
+        (above), within ``[1e-4, 1e6]``.""" + _DOC_PARAMS + """
+    Attributes
+    ----------
+    shape_ : float
+        The shape the draws were made at (``shape``, or its estimate).
+    coef_samples_ : ndarray of shape (n_chains, n_samples, n_features)
+        Posterior draws of the coefficients (on the log scale of the mean).
+    intercept_samples_ : ndarray of shape (n_chains, n_samples)
+        Draws of the intercept (zeros if ``fit_intercept=False``).
+    coef_ : ndarray of shape (n_features,)
+        Posterior mean of the coefficients (over every draw the chains made,
+        stored or not).
+    intercept_ : float
+        Posterior mean of the intercept.
+    coef_std_ : ndarray of shape (n_features,)
+        Posterior standard deviations of the coefficients (the same draws).
+    intercept_std_ : float
+        Posterior standard deviation of the intercept.""" + _DOC_ATTRS + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skbayes_sg import SGMCMCNegativeBinomialRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2))
+    >>> mu = np.exp(1.0 + X @ [0.3, -0.2])
+    >>> y = rng.negative_binomial(2.0, 2.0 / (2.0 + mu))
+    >>> reg = SGMCMCNegativeBinomialRegressor(random_state=0).fit(X, y)
+    >>> reg.predict(X[:2]).shape
+    (2,)
+    """
+
+    _registry_model = "negative_binomial"
+
+    _parameter_constraints = {
+        **BaseSGMCMC._parameter_constraints,
+        "shape": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
+    }
+
+    def _encode_targets(self, y):
+        y = model_spec(NEGATIVE_BINOMIAL).validate_targets(y)
+        if y.size and not np.sum(y) > 0:
+            raise ValueError("y must have a positive sum for the negative binomial model "
+                             "(every count is 0): there is no mean to fit.")
+        return y
+
+    def _make_glm(self, X, y):
+        # an "auto" shape is resolved in _fit_context_hook, from the data
+        return GLM(NEGATIVE_BINOMIAL, 1, () if self.shape == "auto" else (self.shape,))
+
+    def _fit_context_hook(self, ctx):
+        if self.shape == "auto":
+            shape, n_passes = _estimate_shape(ctx)
+            ctx.n_grad_evals += n_passes * ctx.n
+            ctx.glm.set_param("shape", shape)
+        self.shape_ = ctx.glm.param("shape")
+
+    def _model_spec(self):
+        """The fitted negative binomial model, at ``shape_``."""
+        return GLM(NEGATIVE_BINOMIAL, 1, (float(self.shape_),))
+
+    def score(self, X, y, sample_weight=None):
+        """D^2, the fraction of Poisson deviance explained by :meth:`predict`
+        (scikit-learn's regressors' count score; the mean prediction is
+        the same under either law).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Nonnegative targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        return super().score(X, y, sample_weight)
+
+
+def _shape_log_likelihood(r, y, mu, weight):
+    """``sum_i w_i log NB(y_i | mu_i, r)``, the terms that depend on r."""
+    ll = (gammaln(y + r) - gammaln(r) + r * np.log(r) - (y + r) * np.log(r + mu))
+    return float(ll @ weight) if weight is not None else float(ll.sum())
+
+
+def _estimate_shape(ctx):
+    """The shape ``r`` that maximises the posterior density jointly with
+    the coefficients (flat prior on ``log r``), by alternating the mode at
+    a fixed shape (Newton, the fit's own set-up) and the shape at a fixed
+    mean (a one-dimensional search on ``log r``).
+
+    Returns
+    -------
+    shape : float
+    n_passes : int
+        Data passes spent (the modes' and the searches').
+    """
+    low, high = np.log(SHAPE_BOUNDS[0]), np.log(SHAPE_BOUNDS[1])
+    shape, n_passes = 1.0, 0
+    for _ in range(SHAPE_ROUNDS):
+        at_shape = FitContext(ctx.X, ctx.y, GLM(NEGATIVE_BINOMIAL, 1, (shape,)), ctx.alpha,
+                              ctx.fit_intercept, ctx.batch_size, ctx.sample_weight)
+        theta = at_shape.mode()
+        n_passes += at_shape.n_grad_evals // max(ctx.n, 1) + 1
+        mu = np.exp(linear_predictor(ctx.X, theta.reshape(1, -1), ctx.fit_intercept)[:, 0])
+        found = minimize_scalar(
+            lambda log_r: -_shape_log_likelihood(np.exp(log_r), ctx.y, mu, ctx.sample_weight),
+            bounds=(low, high), method="bounded", options={"xatol": 1e-4})
+        previous, shape = shape, float(np.exp(found.x))
+        if abs(shape - previous) <= SHAPE_RTOL * previous:
+            break
+    return shape, n_passes
