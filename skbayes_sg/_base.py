@@ -33,6 +33,7 @@ from ._sampling._specs import (
     HYPERPARAMETERS, estimator_owners, hyperparameter_constraints, ineffective_settings,
     sampler_owners)
 from ._sampling._spectrum import extreme_eigenpairs, extreme_eigenvalues
+from ._sampling.samplers import BY_NAME as SAMPLER_MODULES
 from ._sampling._runner import (CHECK_EVERY, ChainPool, ChainSpec, initial_state,
                                 note_interrupt)
 from .diagnostics._advice import duration_words
@@ -103,9 +104,6 @@ AUTO_BUDGET_FLOP_RATE = 5e8
 #: budgets (pSGLD on australian: 52) stops at its budget and says how long
 AUTO_EXTEND_SECONDS = 900.0
 AUTO_EXTEND_FACTOR = 4.0
-#: initial (and largest) steps of the Metropolis-adjusted dynamics in a
-#: whitened metric; dual averaging adapts them during warm-up
-MH_STEP = {"sgld": (1.0, 3.0), "sghmc-leapfrog": (0.5, np.pi / 2)}
 #: chains start at draws of the Laplace approximation with sds this much wider
 #: (overdispersed, so that split R-hat can see chains that have not converged)
 OVERDISPERSION = 2.0
@@ -511,7 +509,8 @@ class BaseSGMCMC(BaseEstimator):
             plan.extend_passes = AUTO_EXTEND_FACTOR * plan.max_passes
         outcome = self._run_chains(pool, plan, setup, continuing)
         if (self.step_size != "auto" and setup.metric["kind"] == "identity"
-                and setup.sampler in ("sgld", "psgld") and not setup.metropolis):
+                and SAMPLER_MODULES[setup.sampler].IDENTITY_STEP_CHECK
+                and not setup.metropolis):
             self._identity_step_error(ctx, setup, pool)
         self._store(ctx, setup, pool, plan, outcome)
 
@@ -642,16 +641,16 @@ class BaseSGMCMC(BaseEstimator):
         batch = None if self.batch_size == "auto" else int(min(self.batch_size, n))
         iat, predicted_error = np.nan, np.nan
         if kind != "identity" and metropolis:
-            h0, h_max = MH_STEP[sampler]
+            rule = SAMPLER_MODULES[sampler].METROPOLIS
             h_start, trajectory, metric_cfg = self._metropolis_start(
-                ctx, kind, metric_cfg, sampler, h0)
+                ctx, kind, metric_cfg, rule)
             step = h_start if step == "auto" else float(step)
             if trajectory is not None:
                 notes["trajectory"] = trajectory     # length and jitter
             # iterations per effective draw, for sizing the windows and the first
-            # round (then measured): MALA about 4, HMC about 1.6
-            iat = 4.0 if sampler == "sgld" else 1.6
-            notes["max_step"] = h_max
+            # round (then measured)
+            iat = rule.iterations_per_draw
+            notes["max_step"] = rule.max_step
         elif kind != "identity":
             notes["noise_per_row"] = v1(subsampling) if not exact else 0.0
             settings = _error_model.choose(
@@ -682,8 +681,8 @@ class BaseSGMCMC(BaseEstimator):
         if "trajectory" in notes:
             samp_config.update(notes["trajectory"])
         t_dyn = samp_config.get("temperature", T)
-        momentum_scale = np.sqrt(t_dyn * (samp_config.get("inv_mass", 1.0)
-                                          if sampler == "uld" else 1.0))
+        momentum_scale = np.sqrt(
+            t_dyn * SAMPLER_MODULES[sampler].momentum_variance_scale(samp_config))
         # the batch is known now: lazy where it still touches few coordinates
         notes["lazy"] = lazy = lazy and self._touches_few(ctx, ctx.batch_size)
         if lazy:
@@ -693,9 +692,10 @@ class BaseSGMCMC(BaseEstimator):
                         ctx.batch_size, float(iat), float(predicted_error), momentum_scale,
                         notes)
 
-    def _metropolis_start(self, ctx, kind, metric_cfg, sampler, h0):
+    def _metropolis_start(self, ctx, kind, metric_cfg, rule):
         """``(step, trajectory, metric)``: where dual averaging starts the
-        step of a Metropolis-adjusted dynamics in a whitened metric, HMC's
+        step of a Metropolis-adjusted dynamics in a whitened metric (its
+        :class:`MetropolisRule` ``rule``; ``h0`` its start step), HMC's
         trajectory (None: the reference Gaussian's quarter period; else a
         dict of the leapfrog's ``trajectory`` length and ``jitter``),
         and the metric's config (a diagonal one may gain low-rank
@@ -728,7 +728,7 @@ class BaseSGMCMC(BaseEstimator):
           slowest coefficient 3.8x (228 to 60) in the diagonal metric.
         """
         if kind != "diagonal":
-            return h0, None, metric_cfg
+            return rule.start_step, None, metric_cfg
         T = float(self.temperature)
         D = np.asarray(metric_cfg["factor"], dtype=np.float64)
         weights = ctx.hessian_row_weights(ctx.mode(), full=True)
@@ -749,8 +749,8 @@ class BaseSGMCMC(BaseEstimator):
                 ctx.resolved.metric_kind = "dense"    # what the pieces after this see
                 center, factor = ctx.laplace_metric("dense", T)
                 metric_cfg = Metric(ctx.dim, "dense", center, factor, 1.0 / T, 1.0).get_config()
-                return (float(h0 * min(1.0, (MAX_DENSE_METRIC / ctx.dim) ** 0.25)), None,
-                        metric_cfg)
+                shrink = min(1.0, (MAX_DENSE_METRIC / ctx.dim) ** 0.25)
+                return float(rule.start_step * shrink), None, metric_cfg
             rest = np.delete(values, chosen)
             lam_min = float(rest.min()) if rest.size else 1.0
             lam_max = float(rest.max()) if rest.size else 1.0
@@ -761,9 +761,9 @@ class BaseSGMCMC(BaseEstimator):
             lam_min, lam_max = extreme_eigenvalues(whitened_hessian, ctx.dim)
         shrink = min(1.0, (MAX_DENSE_METRIC / ctx.dim) ** 0.25) / np.sqrt(max(lam_max, 1.0))
         trajectory = None
-        if sampler == "sghmc-leapfrog" and self.n_leapfrog == "auto":
+        if rule.trajectory and self.n_leapfrog == "auto":
             trajectory = trajectory_lengths(lam_min)
-        return float(h0 * min(shrink, 1.0)), trajectory, metric_cfg
+        return float(rule.start_step * min(shrink, 1.0)), trajectory, metric_cfg
 
     def _identity_step_error(self, ctx, setup, pool):
         """The predicted variance error of a hand-set step of Euler SGLD or
@@ -815,11 +815,8 @@ class BaseSGMCMC(BaseEstimator):
         """
         T = float(self.temperature)
         spec = SUBSAMPLINGS[setup.subsampling]
-        if setup.sampler == "psgld":
-            V = np.mean([np.asarray(s["dynamics"]["V"]) for s in pool.states], axis=0)
-            g = np.sqrt(1.0 / (float(setup.sampler_config.get("eps", 1e-5)) + np.sqrt(V)))
-        else:
-            g = np.ones(ctx.dim)
+        g = SAMPLER_MODULES[setup.sampler].identity_preconditioner(
+            setup.sampler_config, pool.states, ctx.dim)
         v = 0.0
         # the dense route's work: two dense products of the rows (O(nnz_i^2)
         # a row and output pair) and O(dim^3) algebra, and the mode search

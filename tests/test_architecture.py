@@ -23,7 +23,7 @@ import skbayes_sg
 from sklearn.utils._param_validation import make_constraint
 
 from skbayes_sg import SGMCMCMLPClassifier, linear_model
-from skbayes_sg._sampling import _specs
+from skbayes_sg._sampling import _error_model, _schedule, _specs, samplers
 from skbayes_sg._sampling._glm import MODELS
 from skbayes_sg._sampling._models import C_MAX_MODEL_PARAMS, C_MODEL_KINDS
 from skbayes_sg._sampling._registry import SAMPLERS, SUBSAMPLINGS
@@ -120,6 +120,26 @@ def test_linear_estimators_read_the_specs(Est):
         assert f'``"{name}"``' in " ".join(Est.__doc__.split())
         first_words = " ".join(_specs.DYNAMICS[name].doc.split()[:4])
         assert first_words in " ".join(Est.__doc__.split()), name
+
+
+def test_each_dynamics_is_one_file_and_the_registries_read_it():
+    """Every file in ``samplers/`` is a dynamics in ``MODULES``, and the
+    registries (definitions, the linear engine's builders, the error
+    model's largest steps, the schedule's target acceptances) are read
+    from those files, not written a second time."""
+    files = {p.stem for p in (PACKAGE / "_sampling" / "samplers").glob("*.py")
+             if not p.stem.startswith("_")}
+    assert files == {m.__name__.rpartition(".")[2] for m in samplers.MODULES}
+    for name, module in samplers.BY_NAME.items():
+        assert _specs.DYNAMICS[name] is module.DEFINITION
+        if name in SAMPLERS:
+            assert SAMPLERS[name].build is module.build
+            assert SAMPLERS[name].prepare is module.prepare
+        assert _error_model.MAX_STEP.get(name) == module.MAX_STEP
+        rule = module.METROPOLIS
+        assert _schedule.MH_TARGET_ACCEPT.get(name) == (rule and rule.target_accept)
+        assert (rule is not None) == module.DEFINITION.metropolis
+    assert list(_specs.DYNAMICS) == [m.DEFINITION.name for m in samplers.MODULES]
 
 
 def test_every_model_is_compiled_and_has_its_estimator():

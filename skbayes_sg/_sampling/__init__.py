@@ -5,12 +5,15 @@ Four independent axes meet in one oracle interface (``_oracle``'s
 model, with any gradient estimator, moved by any dynamics, in any metric.
 
 - models (``_models``, ``_glm``): the GLM residual ``phi'(z, y)`` per datum,
-  picked by an integer (no virtual call);
+  picked by an integer (no virtual call), the model's own parameters a
+  short vector beside it;
 - gradient estimators (``_estimators``; the row noise model in
   ``_registry``): candidates ``(S, g_S)`` over ``_dataset``'s dense or CSR
   rows, float32 or float64, never copied;
-- dynamics (``_dynamics``; lazy O(nnz) steps for sparse rows in ``_lazy``):
-  SGLD, pSGLD, SGHMC, SG-HMC leapfrog, ULD, BAOAB, SGNHT;
+- dynamics (one file each in ``samplers/``: definition, automatic rules,
+  error model, Metropolis form, builder; the Cython classes in
+  ``_dynamics``, lazy O(nnz) steps for sparse rows in ``_lazy``): SGLD,
+  pSGLD, SGHMC, SG-HMC leapfrog, ULD, BAOAB, SGNHT;
 - metrics (``_metric``; the low-rank spectrum in ``_spectrum``): identity,
   diagonal, dense or low-rank-plus-diagonal whitening ``theta = c + L z``.
 

@@ -1,7 +1,8 @@
 """Registries of the two user-facing axes: ``sampler`` and ``subsampling``.
 
-Adding a dynamics or an estimator means adding one entry here (and its
-Cython class); the public estimators only look names up.
+A dynamics is its own file (``samplers/<name>.py``, with its Cython class);
+:data:`SAMPLERS` is built from those files.  A gradient estimator is one
+entry here (and its Cython class).  The public estimators only look names up.
 
 A :class:`SamplerSpec` turns the user's settings into a Cython
 :class:`~._dynamics.Dynamics` per chain and knows its own automatic step
@@ -14,14 +15,9 @@ from typing import Callable
 
 import numpy as np
 
-from . import _dynamics, _estimators
-from ._specs import DYNAMICS, ESTIMATORS, LINEAR, DynamicsSpec, EstimatorSpec
-
-# Fraction of the stability/variance limit the automatic step sizes use:
-# with it the stationary variance of a Gaussian target is inflated by
-# about 5-10% in its stiffest direction (the analysis in ``_auto_sgld`` below,
-# of the SGLD step of the formula sheet, doc/algorithms.rst).
-AUTO_STEP_FRACTION = 0.1
+from . import _estimators
+from ._specs import ESTIMATORS, LINEAR, DynamicsSpec, EstimatorSpec
+from .samplers import BY_NAME, sgld
 
 
 def _read_through(spec, name):
@@ -253,6 +249,7 @@ def _adaptive_coef(ctx, cfg):
         return ctx.batch_size / max(q95, 1e-300)
     from ._chain import ChainOracle, run_segment
     from ._dataset import RowData
+    from ._dynamics import SGLD
 
     pilot = {k: v for k, v in cfg.items() if k not in ("centre", "adaptive_coef")}
     problem = _estimators.Problem(RowData(ctx.X, ctx.fit_intercept), ctx.y,
@@ -263,8 +260,8 @@ def _adaptive_coef(ctx, cfg):
     # the fit's step when it is in these coordinates (identity metric); a
     # whitened metric's step is in other units, and the pilot takes its own
     h = ctx.settings.step_size if ctx.resolved.metric_kind == "identity" else "auto"
-    h = _auto_sgld(ctx, noise) if h == "auto" else float(h)
-    dyn = _dynamics.SGLD(problem.dim, h, 1.0)
+    h = sgld.auto_step(ctx, noise) if h == "auto" else float(h)
+    dyn = SGLD(problem.dim, h, 1.0)
     oracle = ChainOracle(est, ctx.alpha)
     steps = int(ctx.settings.pilot_steps)
     theta = np.array(ctx.mode())
@@ -375,211 +372,7 @@ ACCESS_SUBSAMPLINGS = {name for name, spec in ESTIMATORS.items() if spec.access}
 
 
 # ----------------------------------------------------------------- dynamics
-def _dynamics_frame(ctx, temperature):
-    """Temperature and reference precision the dynamics run with.  A whitened
-    metric carries the temperature in its scale (the oracle returns
-    ``L^T grad U / T``), so the dynamics sample exp(-(U/T)) at temperature 1
-    around a unit reference Gaussian; the identity metric has no reference."""
-    if ctx.resolved.metric_kind == "identity":
-        return {"temperature": temperature, "reference_precision": 0.0}
-    return {"temperature": 1.0, "reference_precision": 1.0}
-
-
-def _restore(dyn, state):
-    if state:
-        dyn.set_state(state)
-    return dyn
-
-
-def _auto_sgld(ctx, noise):
-    # ULA inflates the stationary variance along curvature lambda by
-    # 1/(1 - h lambda/2); gradient noise of variance v along a direction by
-    # about 1 + h v / 2: both stay near 5% with h = 0.1 / (L + v_max)
-    return AUTO_STEP_FRACTION / (ctx.curvature(noise.theta0) + noise.curvature())
-
-
-def _prepare_sgld(ctx, theta0, step_size, friction, noise, temperature):
-    h = _auto_sgld(ctx, noise) if step_size == "auto" else float(step_size)
-    return {**_dynamics_frame(ctx, temperature), "step_size": h}
-
-
-def _build_sgld(dim, cfg, state, generator):
-    return _restore(_dynamics.SGLD(dim, cfg["step_size"], cfg["temperature"],
-                                   cfg["reference_precision"], cfg.get("metropolis", False)),
-                    state)
-
-
-def _psgld_V0(ctx, theta0, noise, temperature):
-    """Start value of the RMSprop accumulator: E[gbar^2], gbar = g_hat / n, for
-    theta near theta0 under the Laplace approximation of the target.
-
-    E[g_hat^2] = (grad U(theta0))^2 + T diag(grad^2 U) (the identity
-    E_pi[grad U grad U^T] = T E_pi[grad^2 U]) + the minibatch variance
-    (n^2/b) Var_i(grad U_i).  A zero start would make G = 1/lambda and the
-    first steps enormous; the plain squared gradient is ~0 at the mode and
-    would make them tiny.
-    """
-    n, b = ctx.n, ctx.batch_size
-    mean, mean_sq = ctx.gradient_moments(theta0)
-    full_grad = n * mean + ctx.alpha * theta0
-    sampling_var = ((n * n / b) * np.maximum(mean_sq - mean ** 2, 0.0)
-                    if noise.stochastic else 0.0)
-    return (full_grad ** 2 + temperature * ctx.hessian_diag(theta0) + sampling_var) / n ** 2
-
-
-def _prepare_psgld(ctx, theta0, step_size, friction, noise, temperature):
-    config = {"temperature": temperature, "n_data": float(ctx.n), "V0": None}
-    if theta0 is None:  # continuing chains keep their accumulator
-        return {**config, "step_size": float(step_size)}
-    V0 = _psgld_V0(ctx, theta0, noise, temperature)
-    G = 1.0 / (1e-5 + np.sqrt(V0))
-    if step_size == "auto":
-        # curvature of U in the preconditioned metric G^(1/2) H G^(1/2);
-        # H <= alpha I + c X^T X (x) I_K, so bound it output by output
-        K = ctx.glm.n_outputs
-        Gk = np.sqrt(G.reshape(K, ctx.dext))
-        L = max(ctx.curvature(theta0, Gk[k]) for k in range(K))
-        v = max(noise.curvature(Gk[k]) for k in range(K)) if noise.stochastic else 0.0
-        h = AUTO_STEP_FRACTION / (L + v)
-    else:
-        h = float(step_size)
-    return {**config, "step_size": h, "V0": V0}
-
-
-def _build_psgld(dim, cfg, state, generator):
-    dyn = _dynamics.PSGLD(dim, cfg["step_size"], cfg["temperature"], n_data=cfg["n_data"],
-                          V0=cfg["V0"])
-    return _restore(dyn, state)
-
-
-def _underdamped_auto(ctx, theta0, step_size, friction, noise, temperature):
-    """Identity metric: critical damping of the stiffest direction by default;
-    the step keeps h sqrt(L), h gamma and the gradient-noise inflation
-    h v / (2 gamma) small (the noise adds h^2 v per step against 2 gamma T h
-    injected)."""
-    gamma = 2.0 * np.sqrt(ctx.curvature(theta0)) if friction == "auto" else float(friction)
-    if step_size == "auto":
-        L = ctx.curvature(theta0)
-        v = noise.curvature()
-        h = AUTO_STEP_FRACTION * min(1.0 / np.sqrt(L), 1.0 / gamma,
-                                     2.0 * gamma / v if v > 0 else np.inf)
-    else:
-        h = float(step_size)
-    return h, gamma
-
-
-def _prepare_sghmc(ctx, theta0, step_size, friction, noise, temperature):
-    h, gamma = _underdamped_auto(ctx, theta0, step_size, friction, noise, temperature)
-    return {**_dynamics_frame(ctx, temperature), "step_size": h, "friction": gamma}
-
-
-def _stationary_momentum(generator, dim, cfg, scale=1.0):
-    # momentum starts at its stationary law N(0, scale T I)
-    return np.sqrt(scale * cfg["temperature"]) * generator.standard_normal(dim)
-
-
-def _start_momentum(dim, cfg, state, generator):
-    """None when the saved state carries the momentum, else a stationary draw."""
-    return None if state and "momentum" in state else _stationary_momentum(generator, dim, cfg)
-
-
-def _build_sghmc(dim, cfg, state, generator):
-    r0 = _start_momentum(dim, cfg, state, generator)
-    dyn = _dynamics.SGHMC(dim, cfg["step_size"], cfg["temperature"], friction=cfg["friction"],
-                          r0=r0, reference_precision=cfg["reference_precision"])
-    return _restore(dyn, state)
-
-
-def _build_baoab(dim, cfg, state, generator):
-    p0 = _start_momentum(dim, cfg, state, generator)
-    dyn = _dynamics.BAOAB(dim, cfg["step_size"], cfg["temperature"], friction=cfg["friction"],
-                          p0=p0, reference_precision=cfg["reference_precision"])
-    return _restore(dyn, state)
-
-
-def _prepare_leapfrog(ctx, theta0, step_size, friction, noise, temperature):
-    frame = _dynamics_frame(ctx, temperature)
-    K = ctx.settings.n_leapfrog
-    if K == "auto":
-        # a whitened metric draws the number of steps per trajectory so that
-        # its length is a jittered quarter period of the reference Gaussian;
-        # the identity metric has no scale to set it from
-        K = 0 if frame["reference_precision"] > 0 else 10
-    K = int(K)
-    if step_size == "auto":
-        # 0.1 of leapfrog's stability limit 2/sqrt(L), and the gradient noise
-        # gathered by p over K kicks (K h^2 v) at most 0.1 of its variance T
-        L = ctx.curvature(theta0)
-        v = noise.curvature()
-        Kn = max(K, 1)
-        h = min(0.2 / np.sqrt(L), np.sqrt(0.1 * temperature / (Kn * v)) if v > 0 else np.inf)
-    else:
-        h = float(step_size)
-    return {**frame, "step_size": h, "n_leapfrog": K}
-
-
-def _build_leapfrog(dim, cfg, state, generator):
-    kappa = cfg["reference_precision"]
-    # a diagonal metric's set-up may lengthen it to its slowest direction's
-    trajectory = cfg.get("trajectory",
-                         np.pi / (2.0 * np.sqrt(kappa)) if kappa > 0 else 1.0)
-    dyn = _dynamics.SGHMCLeapfrog(dim, cfg["step_size"], cfg["temperature"],
-                                  n_leapfrog=cfg["n_leapfrog"], reference_precision=kappa,
-                                  metropolis=cfg.get("metropolis", False),
-                                  trajectory=trajectory, jitter=cfg.get("jitter", 0.25))
-    return _restore(dyn, state)
-
-
-def _prepare_uld(ctx, theta0, step_size, friction, noise, temperature):
-    u = float(ctx.settings.inv_mass)
-    frame = _dynamics_frame(ctx, temperature)
-    if frame["reference_precision"] > 0 or "auto" not in (friction, step_size):
-        return {**frame, "step_size": float(step_size), "friction": float(friction),
-                "inv_mass": u}
-    # in time units the curvature seen by x is u L (frequency sqrt(u L)); the
-    # power iteration it costs runs only for the "auto" settings that need it
-    uL = u * ctx.curvature(theta0)
-    gamma = 2.0 * np.sqrt(uL) if friction == "auto" else float(friction)
-    if step_size == "auto":
-        # the exact OU step is stable for any h; the frozen gradient needs
-        # h sqrt(uL) small, and the gradient noise (u h)^2 v per step against
-        # the injected 2 gamma u T h inflates v's variance by ~ u h v / (2 gamma T)
-        v = u * noise.curvature()
-        h = AUTO_STEP_FRACTION * min(1.0 / np.sqrt(uL), 1.0 / gamma,
-                                     2.0 * gamma * temperature / v if v > 0 else np.inf)
-    else:
-        h = float(step_size)
-    return {**frame, "step_size": h, "friction": gamma, "inv_mass": u}
-
-
-def _build_uld(dim, cfg, state, generator):
-    v0 = (None if state and "velocity" in state
-          else _stationary_momentum(generator, dim, cfg, cfg["inv_mass"]))
-    dyn = _dynamics.ULD(dim, cfg["step_size"], cfg["temperature"], friction=cfg["friction"],
-                        inv_mass=cfg["inv_mass"], v0=v0,
-                        reference_precision=cfg["reference_precision"])
-    return _restore(dyn, state)
-
-
-def _build_sgnht(dim, cfg, state, generator):
-    p0 = _start_momentum(dim, cfg, state, generator)
-    dyn = _dynamics.SGNHT(dim, cfg["step_size"], cfg["temperature"], diffusion=cfg["friction"],
-                          p0=p0, reference_precision=cfg["reference_precision"])
-    return _restore(dyn, state)
-
-
-# the linear engine's builders per dynamics: (build, prepare)
-_DYNAMICS_KERNELS = {
-    "sgld": (_build_sgld, _prepare_sgld),
-    "psgld": (_build_psgld, _prepare_psgld),
-    "sghmc": (_build_sghmc, _prepare_sghmc),
-    "sghmc-leapfrog": (_build_leapfrog, _prepare_leapfrog),
-    "uld": (_build_uld, _prepare_uld),
-    "baoab": (_build_baoab, _prepare_sghmc),
-    # the thermostat starts at the friction the identity metric's rule sets
-    # for SGHMC (critical damping of the stiffest direction)
-    "sgnht": (_build_sgnht, _prepare_sghmc),
-}
-
-SAMPLERS = {name: SamplerSpec(definition, *_DYNAMICS_KERNELS[name])
-            for name, definition in DYNAMICS.items() if LINEAR in definition.engines}
+# each dynamics' builder and automatic settings are in its own file
+# (samplers/<name>.py)
+SAMPLERS = {name: SamplerSpec(module.DEFINITION, module.build, module.prepare)
+            for name, module in BY_NAME.items() if LINEAR in module.DEFINITION.engines}

@@ -30,6 +30,7 @@ from scipy.special import ndtri
 from ._draws import DrawStore
 from ._lazy import on_lazy_grid
 from ._metric import Metric
+from .samplers import BY_NAME
 
 RHAT_TARGET = 1.01
 # largest error of a posterior mean, in posterior sds, that the automatic ESS
@@ -39,7 +40,9 @@ MEAN_ERROR_SD = 0.1
 # predicted autocorrelation time otherwise)
 MH_FIRST_WINDOW = 50
 MH_LAST_WINDOW = 30
-MH_TARGET_ACCEPT = {"sgld": 0.6, "sghmc-leapfrog": 0.75}
+#: dual averaging's target acceptance, each Metropolis-adjustable dynamics' own
+MH_TARGET_ACCEPT = {name: module.METROPOLIS.target_accept
+                    for name, module in BY_NAME.items() if module.METROPOLIS is not None}
 # effective draws per parameter the metric window aims at (q = dim / N_eff <= 0.5)
 METRIC_WINDOW_DRAWS_PER_PARAM = 2.0
 # metric windows at most (each one after a correction twice as long)

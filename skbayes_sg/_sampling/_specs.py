@@ -1,186 +1,28 @@
-"""One definition per algorithm: the specs every engine, the docs and the CLI read.
+"""The registries every engine, the docs and the CLI read: one definition per algorithm.
 
 A :class:`DynamicsSpec` (the ``sampler=`` axis) and an :class:`EstimatorSpec`
 (the ``subsampling=`` axis) say what an algorithm *is*: its name, the
 hyperparameters it owns (with their constraints and documentation), its
 properties (momentum, Metropolis-adjustable, whitened), and which engines
-carry a kernel for it.  The kernels stay where speed needs them -- the
-linear engine's Cython classes (built by :mod:`._registry`) and the network
-estimator's torch / C kernels -- and look their definition up here; so do
-the estimators' ``_parameter_constraints``, the "a parameter that does not
-act is refused" rule, the numpydoc of ``sampler`` and the CLI.
+carry a kernel for it.  Each dynamics is defined in its own file
+(``samplers/<name>.py``, which also holds its automatic rules, its error
+model and its kernel's builder); :data:`DYNAMICS` is read from them.  The
+kernels stay where speed needs them -- the linear engine's Cython classes
+and the network estimator's torch / C kernels -- and look their definition
+up here; so do the estimators' ``_parameter_constraints``, the "a parameter
+that does not act is refused" rule, the numpydoc of ``sampler`` and the CLI.
 
-Pure Python: importing it needs neither the Cython extensions nor torch.
+Importing it needs neither the Cython extensions nor torch (the dynamics'
+files import their kernels only when a chain is built).
 """
 import textwrap
-from dataclasses import dataclass
-from numbers import Integral, Real
 
-from sklearn.utils._param_validation import Interval, StrOptions
+from ._definitions import (BOTH, HYPERPARAMETERS, LINEAR, NETWORK, DynamicsSpec,
+                           EstimatorSpec, Hyperparameter)
+from .samplers import MODULES as _SAMPLER_MODULES
 
-#: the two engines: the Cython engine of the linear models, the torch-backed network
-LINEAR, NETWORK = "linear", "network"
-BOTH = frozenset({LINEAR, NETWORK})
-
-
-@dataclass(frozen=True)
-class Hyperparameter:
-    """A hyperparameter owned by one or more algorithms.
-
-    Attributes
-    ----------
-    name : str
-        The estimator parameter.
-    default : object
-        Its default; a value away from it must act on the fit (or be refused).
-    constraints : tuple
-        scikit-learn parameter-validation constraints.
-    doc : str
-        numpydoc body (the type line is ``type_doc``).
-    type_doc : str
-    """
-
-    name: str
-    default: object
-    constraints: tuple
-    doc: str
-    type_doc: str = "float or \"auto\""
-
-
-HYPERPARAMETERS = {
-    "friction": Hyperparameter(
-        "friction", "auto",
-        (Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})),
-        "Friction gamma of the underdamped dynamics (``\"sghmc\"``, ``\"uld\"``, "
-        "``\"baoab\"``) and the diffusion A of ``\"sgnht\"`` (its thermostat "
-        "starts there)."),
-    "inv_mass": Hyperparameter(
-        "inv_mass", 1.0, (Interval(Real, 0, None, closed="neither"),),
-        "Inverse mass u of ``\"uld\"`` (its velocity has variance u T).",
-        type_doc="float"),
-    "n_leapfrog": Hyperparameter(
-        "n_leapfrog", "auto",
-        (Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})),
-        "Leapfrog steps per trajectory of ``\"sghmc-leapfrog\"``. ``\"auto\"``: a "
-        "jittered quarter period of the reference Gaussian in a whitened metric, "
-        "10 otherwise.", type_doc="int or \"auto\""),
-}
-
-
-@dataclass(frozen=True)
-class DynamicsSpec:
-    """One ``sampler=`` value.
-
-    Attributes
-    ----------
-    name : str
-    doc : str
-        One sentence for the numpydoc of ``sampler`` and the CLI.
-    hyperparameters : tuple of str
-        Keys of :data:`HYPERPARAMETERS` it owns (besides ``step_size``).
-    has_momentum : bool
-        It carries a momentum / velocity (stationary law N(0, T I) at start).
-    metropolis : bool
-        Its proposal is reversible: Metropolis-adjustable with exact gradients.
-    whitened : bool
-        It runs in the Laplace metric of the linear engine (pSGLD has its own
-        preconditioner).
-    engines : frozenset
-        Engines with a kernel for it.
-    network_learning_rate : float
-        ``step_size="auto"`` of the network estimator: the learning rate of the
-        equivalent optimiser on the mean loss (``h = lr / n``; ``h = sqrt(lr / n)``
-        for a ``second_order`` dynamics, whose ``h**2 n`` it is).
-    second_order : bool
-        ``theta`` moves through a momentum within a step, by ``~h**2 g`` (every
-        momentum dynamics, and SG-HMC leapfrog, which redraws its momentum
-        every step and so has no persistent one).
-    """
-
-    name: str
-    doc: str
-    hyperparameters: tuple = ()
-    has_momentum: bool = False
-    metropolis: bool = False
-    whitened: bool = True
-    engines: frozenset = BOTH
-    network_learning_rate: float = 0.2
-    second_order: bool = False
-
-    def __post_init__(self):
-        if self.has_momentum:   # a persistent momentum moves theta by ~h^2 g
-            object.__setattr__(self, "second_order", True)
-
-
-DYNAMICS = {
-    "sgld": DynamicsSpec(
-        "sgld", "stochastic gradient Langevin dynamics (an exponential integrator in a "
-        "whitened metric, MALA with exact gradients)", metropolis=True),
-    "psgld": DynamicsSpec(
-        "psgld", "its RMSprop-preconditioned variant (its own metric, the Gamma "
-        "correction dropped)", whitened=False, network_learning_rate=1e-3),
-    "sghmc": DynamicsSpec(
-        "sghmc", "SG Hamiltonian Monte Carlo as underdamped Langevin integrated by "
-        "Euler-Maruyama (``friction``)", ("friction",), has_momentum=True,
-        network_learning_rate=0.01),
-    "sghmc-leapfrog": DynamicsSpec(
-        "sghmc-leapfrog", "SG-HMC with leapfrog (momentum redrawn every step, "
-        "``n_leapfrog`` steps; in a whitened metric the Gaussian part is rotated "
-        "exactly)", ("n_leapfrog",), metropolis=True, network_learning_rate=0.01,
-        second_order=True),
-    "uld": DynamicsSpec(
-        "uld", "SG underdamped Langevin with the exact Ornstein-Uhlenbeck step of "
-        "Cheng et al. (``friction``, ``inv_mass``)", ("friction", "inv_mass"),
-        has_momentum=True, network_learning_rate=0.01),
-    "baoab": DynamicsSpec(
-        "baoab", "underdamped Langevin by the BAOAB splitting of Leimkuhler and "
-        "Matthews (second order, one gradient per step; ``friction``)", ("friction",),
-        has_momentum=True, network_learning_rate=0.01),
-    "sgnht": DynamicsSpec(
-        "sgnht", "the stochastic gradient Nose-Hoover thermostat of Ding et al. (2014): "
-        "underdamped Langevin whose friction is a thermostat variable that adapts "
-        "until the kinetic temperature is T, absorbing unknown gradient noise "
-        "(``friction`` is its diffusion A)", ("friction",), has_momentum=True,
-        network_learning_rate=0.01),
-}
-
-
-@dataclass(frozen=True)
-class EstimatorSpec:
-    """One ``subsampling=`` value.
-
-    Attributes
-    ----------
-    name : str
-    hyperparameters : tuple of str
-        Estimator parameters it owns (the others are refused when set).
-    engines : frozenset
-    stochastic : bool
-        False for the exact gradient.
-    index_chain : bool
-        Chosen among candidates by EWSG's index chain.
-    access : bool
-        Accepts ``access=`` (the others draw from their own weights).
-    control : str or None
-        What each row's term subtracts ("fixed": its value at the mode,
-        "snapshot": at a point about one draw old, "none": nothing; None: no
-        noise at all).
-    weighting : str or None
-        How rows are drawn (None uniform, "ps" / "cvps" preferential weights).
-    network_refusal : str or None
-        Why the network estimator does not offer it (its error message names
-        this reason); None for the estimators the network carries.
-    """
-
-    name: str
-    hyperparameters: tuple = ()
-    engines: frozenset = frozenset({LINEAR})
-    stochastic: bool = True
-    index_chain: bool = False
-    access: bool = True
-    control: object = "none"
-    weighting: object = None
-    network_refusal: object = None
+#: sampler name -> its definition, from the dynamics' own files
+DYNAMICS = {module.DEFINITION.name: module.DEFINITION for module in _SAMPLER_MODULES}
 
 
 _EWSG = ("ewsg_chain_length", "ewsg_x")
@@ -301,3 +143,9 @@ def hyperparameter_doc(engine, names=None):
             default = f'"{hp.default}"' if isinstance(hp.default, str) else repr(hp.default)
             out.append(f"    {name} : {hp.type_doc}, default={default}\n" + _fill(hp.doc))
     return "\n".join(out)
+
+
+__all__ = ["BOTH", "DYNAMICS", "ESTIMATORS", "HYPERPARAMETERS", "LINEAR", "NETWORK",
+           "DynamicsSpec", "EstimatorSpec", "Hyperparameter", "dynamics_for", "estimators_for",
+           "estimator_owners", "hyperparameter_constraints", "hyperparameter_doc",
+           "ineffective_settings", "sampler_doc", "sampler_owners"]

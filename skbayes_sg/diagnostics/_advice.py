@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._sampling.samplers import BY_NAME as SAMPLER_MODULES
 from ._convergence import (
     MCMCConvergenceWarning, MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, _MIN_DRAWS, _SUMMARY_BLOCK_ELEMENTS,
     _as_chains, _final_estimator, _parameter_reader, _rank_block)
@@ -409,9 +410,8 @@ def _shared_start(estimator):
 def _generic_hint(estimator):
     """For estimators without their own ``_mixing_hint``."""
     sampler = getattr(estimator, "sampler_", _params(estimator).get("sampler"))
-    if sampler in ("sgld", "psgld"):
-        return "sampler='sghmc' often explores faster at the same cost per step."
-    return ""
+    module = SAMPLER_MODULES.get(sampler)
+    return module.MIXING_HINT if module is not None else ""
 
 
 def check_convergence(estimator, *, rhat_threshold=RHAT_THRESHOLD,

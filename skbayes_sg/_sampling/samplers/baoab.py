@@ -1,0 +1,52 @@
+"""BAOAB: underdamped Langevin by the splitting of Leimkuhler and Matthews.
+
+Half kick (B), half drift (A), the exact Ornstein-Uhlenbeck step of the
+momentum (O: ``p <- e^{-gamma h} p + sqrt(T (1 - e^{-2 gamma h})) xi``),
+half drift, half kick; second order, one gradient per step.  In a whitened
+metric the drift and the Gaussian part of the kick are a rotation.
+
+Kernels: ``_dynamics.BAOAB`` (Cython), its lazy step in ``_lazy.pyx``, the
+network's ``neural_network._net_dynamics.BAOAB``.
+"""
+import numpy as np
+
+from .._definitions import DynamicsSpec
+from ._common import (Linear, prepare_underdamped, restore,
+                      rotation, start_momentum)
+
+DEFINITION = DynamicsSpec(
+    "baoab", "underdamped Langevin by the BAOAB splitting of Leimkuhler and "
+    "Matthews (second order, one gradient per step; ``friction``)", ("friction",),
+    has_momentum=True, network_learning_rate=0.01)
+
+#: a second-order splitting: its bias on the remainder allows 0.5
+MAX_STEP = 0.5
+FRICTION_GRID = None
+METROPOLIS = None
+IDENTITY_STEP_CHECK = False
+MIXING_HINT = ""
+prepare = prepare_underdamped
+
+
+
+def build(dim, cfg, state, generator):
+    from .. import _dynamics
+    p0 = start_momentum(dim, cfg, state, generator)
+    dyn = _dynamics.BAOAB(dim, cfg["step_size"], cfg["temperature"], friction=cfg["friction"],
+                          p0=p0, reference_precision=cfg["reference_precision"])
+    return restore(dyn, state)
+
+
+def linear_step(h, friction):
+    # state right after the closing kick; the estimate at the new point
+    # enters the momentum once per step (-h eps: two half kicks)
+    R = rotation(h / 2)
+    d = np.exp(-friction * h)
+    M = R @ np.diag([1.0, d]) @ R
+    B_xi = R @ np.array([[0.0], [np.sqrt(1.0 - d * d)]])
+    return Linear(M, np.array([[0.0], [-h]]), B_xi)
+
+
+def momentum_variance_scale(cfg):
+    """The momentum's stationary variance per unit temperature."""
+    return 1.0

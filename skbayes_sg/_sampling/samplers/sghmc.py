@@ -1,0 +1,47 @@
+"""SGHMC: underdamped Langevin dynamics by Euler-Maruyama (Chen et al., 2014).
+
+``theta' = theta + h p``, ``p' = p - h grad U - h gamma p + sqrt(2 gamma T h)
+xi``; the friction gamma is ``friction``.  Its Euler discretisation is
+biased on a Gaussian (``var0 != 1``), which the error model counts.
+
+Kernels: ``_dynamics.SGHMC`` (Cython), its lazy step in ``_lazy.pyx``, the
+network's ``neural_network._net_dynamics.SGHMC``.
+"""
+import numpy as np
+
+from .._definitions import DynamicsSpec
+from ._common import (FRICTIONS, Linear, prepare_underdamped,
+                      restore, start_momentum)
+
+DEFINITION = DynamicsSpec(
+    "sghmc", "SG Hamiltonian Monte Carlo as underdamped Langevin integrated by "
+    "Euler-Maruyama (``friction``)", ("friction",), has_momentum=True,
+    network_learning_rate=0.01)
+
+MAX_STEP = 0.5
+#: the error model searches the friction too: Euler's bias depends on it
+FRICTION_GRID = FRICTIONS
+METROPOLIS = None
+IDENTITY_STEP_CHECK = False
+MIXING_HINT = ""
+prepare = prepare_underdamped
+
+
+
+def build(dim, cfg, state, generator):
+    from .. import _dynamics
+    r0 = start_momentum(dim, cfg, state, generator)
+    dyn = _dynamics.SGHMC(dim, cfg["step_size"], cfg["temperature"], friction=cfg["friction"],
+                          r0=r0, reference_precision=cfg["reference_precision"])
+    return restore(dyn, state)
+
+
+def linear_step(h, friction):
+    A = np.array([[1.0, h], [-h, 1.0 - h * friction]])
+    return Linear(A, np.array([[0.0], [-h]]),
+                  np.array([[0.0], [np.sqrt(2.0 * friction * h)]]))
+
+
+def momentum_variance_scale(cfg):
+    """The momentum's stationary variance per unit temperature."""
+    return 1.0

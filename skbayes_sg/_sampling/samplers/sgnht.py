@@ -1,0 +1,56 @@
+"""SGNHT: the stochastic gradient Nose-Hoover thermostat (Ding et al., 2014).
+
+Underdamped Langevin whose friction ``xi`` is a thermostat variable,
+``xi' = xi + h (p^T p / d - T)``, so that it adapts until the kinetic
+temperature is T and absorbs unknown gradient noise; ``friction`` is its
+diffusion A (where the thermostat starts).
+
+Kernels: ``_dynamics.SGNHT`` (Cython), the network's
+``neural_network._net_dynamics.SGNHT``; no lazy step (the thermostat reads
+every coordinate each step).
+"""
+import numpy as np
+
+from .._definitions import DynamicsSpec
+from ._common import (FRICTIONS, Linear, prepare_underdamped,
+                      restore, start_momentum)
+
+DEFINITION = DynamicsSpec(
+    "sgnht", "the stochastic gradient Nose-Hoover thermostat of Ding et al. (2014): "
+    "underdamped Langevin whose friction is a thermostat variable that adapts "
+    "until the kinetic temperature is T, absorbing unknown gradient noise "
+    "(``friction`` is its diffusion A)", ("friction",), has_momentum=True,
+    network_learning_rate=0.01)
+
+MAX_STEP = 0.5
+FRICTION_GRID = FRICTIONS
+METROPOLIS = None
+IDENTITY_STEP_CHECK = False
+MIXING_HINT = ""
+#: the thermostat starts at the friction the identity metric's rule sets for
+#: SGHMC (critical damping of the stiffest direction)
+prepare = prepare_underdamped
+
+
+
+def build(dim, cfg, state, generator):
+    from .. import _dynamics
+    p0 = start_momentum(dim, cfg, state, generator)
+    dyn = _dynamics.SGNHT(dim, cfg["step_size"], cfg["temperature"], diffusion=cfg["friction"],
+                          p0=p0, reference_precision=cfg["reference_precision"])
+    return restore(dyn, state)
+
+
+def linear_step(h, friction):
+    # the thermostat linearised at its start, xi = A (the friction): Euler
+    # SGHMC with the momentum updated first.  With gradient noise the
+    # thermostat settles above A and takes back part of the noise's
+    # inflation, so the model is conservative for it.
+    A = np.array([[1.0 - h * h, h * (1.0 - h * friction)], [-h, 1.0 - h * friction]])
+    return Linear(A, np.array([[-h * h], [-h]]),
+                  np.sqrt(2.0 * friction * h) * np.array([[h], [1.0]]))
+
+
+def momentum_variance_scale(cfg):
+    """The momentum's stationary variance per unit temperature."""
+    return 1.0
