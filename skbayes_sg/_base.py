@@ -534,7 +534,7 @@ class BaseSGMCMC(BaseEstimator):
         starting points), or those of the chains a warm start continues."""
         if continuing:
             if hasattr(self, "mode_"):
-                ctx._cache["mode"] = self.mode_.ravel().copy()  # the mode does not move
+                ctx.adopt_mode(self.mode_)   # the mode does not move
             return self._fit_setup, self._chain_states
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         seeds = np.random.SeedSequence(seed).spawn(self.n_chains + 1)
@@ -1215,18 +1215,15 @@ class BaseSGMCMC(BaseEstimator):
         self.n_passes_ = self.n_grad_evals_ / ctx.n
         self.n_setup_passes_ = ctx.n_grad_evals / ctx.n
         self.sampling_time_ = float(pool.seconds)
-        if "mode" in ctx._cache:
-            self.mode_ = ctx._cache["mode"].reshape(K, dext)
+        mode, laplace = ctx.known_mode(), ctx.known_laplace_cov()
+        if mode is not None:
+            self.mode_ = mode.reshape(K, dext)
         elif hasattr(self, "mode_") and not self.warm_start:
             del self.mode_
-        if setup.metric["kind"] == "dense" or any(
-                isinstance(k, tuple) and k[0] == "laplace" for k in ctx._cache):
-            laplace = [v for k, v in ctx._cache.items() if isinstance(k, tuple)
-                       and k[0] == "laplace"]
-            if laplace:
-                self.laplace_cov_ = laplace[0]
-            elif setup.metric["kind"] == "dense" and "mode" in ctx._cache:
-                self.laplace_cov_ = ctx.laplace_cov(ctx.mode())
+        if laplace is None and setup.metric["kind"] == "dense" and mode is not None:
+            laplace = ctx.laplace_cov(mode)
+        if laplace is not None:
+            self.laplace_cov_ = laplace
         elif hasattr(self, "laplace_cov_") and not self.warm_start:
             del self.laplace_cov_
         if outcome.batch_sizes is not None:

@@ -122,6 +122,31 @@ def test_linear_estimators_read_the_specs(Est):
         assert first_words in " ".join(Est.__doc__.split()), name
 
 
+def _private_reads(path):
+    """``(line, text)`` of every ``obj._name`` in ``path`` whose object is
+    not ``self``, ``cls`` or an imported module: another object's private
+    state."""
+    tree = ast.parse(path.read_text())
+    modules = {a.asname or a.name.split(".")[0] for n in ast.walk(tree)
+               if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
+            owner = node.value
+            if not (isinstance(owner, ast.Name) and (owner.id in ("self", "cls")
+                                                     or owner.id in modules)):
+                found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_the_estimator_base_reads_no_other_objects_private_state():
+    """``BaseSGMCMC`` asks the fit's context through its methods (the mode,
+    the Laplace covariance), never through its cache."""
+    assert _private_reads(PACKAGE / "_base.py") == []
+    assert _private_reads(PACKAGE / "_sampling" / "_registry.py") == []
+
+
 def test_each_dynamics_is_one_file_and_the_registries_read_it():
     """Every file in ``samplers/`` is a dynamics in ``MODULES``, and the
     registries (definitions, the linear engine's builders, the error

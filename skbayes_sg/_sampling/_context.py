@@ -335,6 +335,30 @@ class FitContext:
     def has_mode_hessian(self):
         return "hessian_mode" in self._cache
 
+    def memo(self, key, compute):
+        """``compute()``, once per fit: later calls with ``key`` return the
+        first result (forgotten with the rest by :meth:`uncounted`)."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    def known_mode(self):
+        """The mode if it has been found (or adopted), else None; spends no pass."""
+        return self._cache.get("mode")
+
+    def adopt_mode(self, theta):
+        """Take ``theta`` as the mode without searching (a warm start's chains
+        continue from a fit whose mode does not move)."""
+        self._cache["mode"] = np.array(theta, dtype=np.float64).ravel()
+
+    def known_laplace_cov(self):
+        """The first Laplace covariance computed so far (:meth:`laplace_cov`),
+        or None; spends no pass."""
+        for key, value in self._cache.items():
+            if isinstance(key, tuple) and key[0] == "laplace":
+                return value
+        return None
+
     def laplace_log_evidence(self):
         """``log p(y | alpha)`` by the Laplace approximation at the mode, up
         to a constant that does not depend on alpha:

@@ -165,25 +165,28 @@ def _cvps_weights(ctx):
     (the paper's rule, M = I, in the identity metric; in the Laplace metric
     p_i ∝ w_i x_i^T S x_i, the datum's curvature in the whitened metric).
     Cached: the prepare step and the noise model share it."""
-    if "cvps_weights" not in ctx._cache:
-        kind = ctx.resolved.metric_kind
-        if kind == "identity":
-            w = ctx.hessian_trace_weights(ctx.mode())
+    return ctx.memo("cvps_weights", lambda: _positive(_cvps_raw_weights(ctx)))
+
+
+def _cvps_raw_weights(ctx):
+    """The weights of :func:`_cvps_weights` before their floor."""
+    kind = ctx.resolved.metric_kind
+    if kind == "identity":
+        w = ctx.hessian_trace_weights(ctx.mode())
+    else:
+        Q = ctx.resolved.metric_row_cov          # x_i^T M x_i
+        C = ctx.hessian_row_weights(ctx.mode(), full=True)
+        if C.ndim == 1 and np.ndim(Q) == 1:
+            # sqrt(E_i Q_i): E_i the term's second moment under the
+            # Laplace law (C^2 Q at first order, when p_i ∝ C_i Q_i)
+            E = ctx.row_noise_moments("fixed", ctx.resolved.posterior_row_cov)
+            w = np.sqrt(np.maximum(E * Q, 0.0))
+        elif C.ndim == 1:
+            w = C * Q
         else:
-            Q = ctx.resolved.metric_row_cov          # x_i^T M x_i
-            C = ctx.hessian_row_weights(ctx.mode(), full=True)
-            if C.ndim == 1 and np.ndim(Q) == 1:
-                # sqrt(E_i Q_i): E_i the term's second moment under the
-                # Laplace law (C^2 Q at first order, when p_i ∝ C_i Q_i)
-                E = ctx.row_noise_moments("fixed", ctx.resolved.posterior_row_cov)
-                w = np.sqrt(np.maximum(E * Q, 0.0))
-            elif C.ndim == 1:
-                w = C * Q
-            else:
-                CQ = np.einsum("nkl,nlm->nkm", C, Q)
-                w = np.sqrt(np.maximum(np.einsum("nkl,nlk->n", CQ, CQ), 0.0))
-        ctx._cache["cvps_weights"] = _positive(w)
-    return ctx._cache["cvps_weights"]
+            CQ = np.einsum("nkl,nlm->nkm", C, Q)
+            w = np.sqrt(np.maximum(np.einsum("nkl,nlk->n", CQ, CQ), 0.0))
+    return w
 
 
 #: share of uniform draws mixed into the importance weights (defensive
