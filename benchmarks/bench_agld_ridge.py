@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from skbayes_sg import SGMCMCRidge
-from skbayes_sg._base import SamplingDivergedError
+from skbayes_sg.exceptions import SamplingDivergedError
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

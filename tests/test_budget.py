@@ -11,7 +11,7 @@ import pytest
 from sklearn.datasets import make_classification
 
 from skbayes_sg import SGMCMCLogisticRegression
-from skbayes_sg import _base
+from skbayes_sg import _base, _setup
 from skbayes_sg._sampling import _schedule
 from skbayes_sg.diagnostics import MCMCConvergenceWarning
 
@@ -25,7 +25,7 @@ def _data():
 
 
 def _fit_with_budget(monkeypatch, budget, **kwargs):
-    monkeypatch.setattr(_base, "AUTO_BUDGET_PASSES", (budget, budget))
+    monkeypatch.setattr(_setup, "AUTO_BUDGET_PASSES", (budget, budget))
     X, y = _data()
     return SGMCMCLogisticRegression(random_state=0, **kwargs).fit(X, y)
 
@@ -97,7 +97,7 @@ def test_the_automatic_budget_is_also_its_seconds(monkeypatch):
     microsecond: no fit converges in that, on any machine (at 0.05 s a fast
     one did), so the fit keeps the few draws it must and warns."""
     monkeypatch.setattr(_base, "AUTO_EXTEND_SECONDS", 0.0)
-    monkeypatch.setattr(_base, "AUTO_BUDGET_FLOP_RATE", 2 * _base.AUTO_BUDGET_FLOPS / 1e-6)
+    monkeypatch.setattr(_setup, "AUTO_BUDGET_FLOP_RATE", 2 * _setup.AUTO_BUDGET_FLOPS / 1e-6)
     with pytest.warns(MCMCConvergenceWarning, match=r"data passes or \d+ s, the time its flops"):
         est = _fit_with_budget(monkeypatch, 100 * BUDGET)
     assert est._auto_seconds == pytest.approx(1e-6)

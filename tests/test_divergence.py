@@ -30,7 +30,7 @@ from sklearn.preprocessing import StandardScaler
 
 import _reference as ref
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
-from skbayes_sg._base import SamplingDivergedError
+from skbayes_sg.exceptions import SamplingDivergedError
 from skbayes_sg._sampling._registry import SAMPLERS, SUBSAMPLINGS
 
 MULTIPLES = (10, 100, 1000)

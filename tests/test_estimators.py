@@ -18,7 +18,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 import skbayes_sg._sampling._runner as runner_module
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
-from skbayes_sg._base import SamplingDivergedError
+from skbayes_sg.exceptions import SamplingDivergedError
 from skbayes_sg._sampling._context import FitContext
 from skbayes_sg._sampling._glm import GLM, LOGISTIC, potential_and_grad
 from skbayes_sg.linear_model._ridge import _maximise_evidence, _noise_var_fixed_point

@@ -357,12 +357,12 @@ def test_a_sparse_high_dimensional_fit_takes_lazy_steps_with_the_eager_law(monke
     eager fit's law (two-sample z of the mean and sd of every parameter; a
     hand-set step, so the chains mix within the test's budget: the law
     compared is that of this step and batch, bias included)."""
-    import skbayes_sg._base as base
+    import skbayes_sg._setup as setup_rules
     X, y = _sparse_logistic()
     kw = dict(sampler=sampler, subsampling="cv", batch_size=20, step_size=0.2, n_samples=1000,
               n_warmup=200, thin=10, random_state=0)
     lazy = SGMCMCLogisticRegression(**kw).fit(X, y)
-    monkeypatch.setattr(base, "LAZY_DENSITY", 1e12)
+    monkeypatch.setattr(setup_rules, "LAZY_DENSITY", 1e12)
     eager = SGMCMCLogisticRegression(**kw).fit(X, y)
     assert lazy.lazy_ and not eager.lazy_
     # the lazy fit's diagonal metric lies on the grid whose classes share k-step laws
@@ -408,7 +408,7 @@ def test_lazy_multinomial_with_weights_has_the_eager_law(monkeypatch):
     CV-PS in a diagonal metric: lazy vs eager, two-sample z of the mean and
     sd of every parameter that mixed (ESS > 200): max |z| below 5 and the
     mean of z^2 near 1 (the null), 1,800 parameters."""
-    import skbayes_sg._base as base
+    import skbayes_sg._setup as setup_rules
     rng = np.random.default_rng(0)
     n, d, nnz = 1500, 600, 3
     cols = rng.integers(0, d, size=n * nnz)
@@ -420,7 +420,7 @@ def test_lazy_multinomial_with_weights_has_the_eager_law(monkeypatch):
     kw = dict(sampler="sgld", subsampling="cv-preferential", metric="diagonal", batch_size=10,
               step_size=0.2, n_samples=800, n_warmup=200, thin=5, random_state=0)
     lazy = SGMCMCLogisticRegression(**kw).fit(X, y, sample_weight=w)
-    monkeypatch.setattr(base, "LAZY_DENSITY", 1e12)
+    monkeypatch.setattr(setup_rules, "LAZY_DENSITY", 1e12)
     eager = SGMCMCLogisticRegression(**kw).fit(X, y, sample_weight=w)
     assert lazy.lazy_ and not eager.lazy_
 

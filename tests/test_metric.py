@@ -17,7 +17,8 @@ from scipy.linalg import solve_triangular
 from sklearn.exceptions import ConvergenceWarning
 
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
-from skbayes_sg._base import WIDE_SPAN_TURN, SamplingDivergedError, trajectory_lengths
+from skbayes_sg.exceptions import SamplingDivergedError
+from skbayes_sg._setup import WIDE_SPAN_TURN, trajectory_lengths
 from skbayes_sg._sampling import _dynamics as dyn
 from skbayes_sg._sampling import _error_model as em
 from skbayes_sg._sampling._chain import ChainOracle, run_segment

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings            # noqa: E402
 from hypothesis import strategies as st                         # noqa: E402
 
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge    # noqa: E402
-from skbayes_sg._base import SamplingDivergedError               # noqa: E402
+from skbayes_sg.exceptions import SamplingDivergedError               # noqa: E402
 from skbayes_sg._sampling._registry import SAMPLERS, SUBSAMPLINGS  # noqa: E402
 
 # every public parameter of the estimators, for "the message names one"

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from numpy.testing import assert_allclose
 
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge
-from skbayes_sg import _base
+from skbayes_sg import _setup, _starts
 from skbayes_sg._sampling import _context
 from skbayes_sg._sampling._context import FitContext, _sparse_row_forms
 from skbayes_sg._sampling._spectrum import largest_eigenvalue
@@ -262,7 +262,7 @@ def test_identity_step_check_runs_at_any_dim(monkeypatch):
                                        n_samples=10, random_state=0).fit(X, y)
     setup = est._fit_setup
     assert est.n_features_in_ + 1 > 2000
-    assert setup.predicted_variance_error > _base.STEP_ERROR_WARN
+    assert setup.predicted_variance_error > _setup.STEP_ERROR_WARN
     advice = setup.notes["advised_step"]
     assert 0 < advice < 5e-3
     assert len(products) <= 40
@@ -287,8 +287,8 @@ def test_identity_step_check_routes_agree(monkeypatch):
             setup = SGMCMCLogisticRegression(**params).fit(X, y)._fit_setup
         return setup.predicted_variance_error, setup.notes["advised_step"]
     dense = predict()
-    monkeypatch.setattr(_base, "STEP_CHECK_DENSE_PASSES", 0)
-    monkeypatch.setattr(_base, "STEP_CHECK_DENSE_FLOPS", 0)
+    monkeypatch.setattr(_starts, "STEP_CHECK_DENSE_PASSES", 0)
+    monkeypatch.setattr(_starts, "STEP_CHECK_DENSE_FLOPS", 0)
     iterative = predict()
     assert iterative[0] == pytest.approx(dense[0], rel=0.2)
     assert iterative[1] == pytest.approx(dense[1], rel=0.2)

@@ -1,0 +1,665 @@
+"""The automatic settings of a linear fit, resolved once.
+
+:class:`SetupPolicy` holds a snapshot of the estimator's parameters (it is
+made from ``get_params()``; it never calls back into the estimator and
+writes nothing into it) and :meth:`SetupPolicy.resolve` turns every
+``"auto"`` into a number or a name for one fit's data: the metric (dense,
+diagonal, low-rank or identity), the gradient estimator, the dynamics, the
+Metropolis correction, the step, the batch and the lazy sparse path, as one
+:class:`FitSetup` (see the user guide, "What the defaults do").  Where the
+chains start and what counts as a divergence are in :mod:`._starts`.
+"""
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+
+from ._sampling import _error_model, _schedule
+from ._sampling._chain import EWSG_CYCLIC_MESSAGE
+from ._sampling._draws import resolve_budget, resolve_dtype
+from ._sampling._lazy import LAZY_SAMPLERS, LAZY_SUBSAMPLINGS, on_lazy_grid
+from ._sampling._metric import Metric
+from ._sampling._registry import (
+    ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise, noise_per_row)
+from ._sampling._specs import ineffective_settings
+from ._sampling._spectrum import extreme_eigenpairs, extreme_eigenvalues
+from ._sampling.samplers import BY_NAME as SAMPLER_MODULES
+
+DEFAULT_BATCH_SIZE = 100
+#: the dense (Cholesky) Laplace metric up to this many parameters, a
+#: diagonal one above (a step costs O(dim^2) in a dense metric)
+MAX_DENSE_METRIC = 2000
+#: full gradients (exact, Metropolis-adjusted) when the whole fit with them
+#: costs less than this many flops, or when subsampling would save less than
+#: FULL_GRADIENT_PREFERENCE times their cost
+CHEAP_FIT_FLOPS = 2e9
+FULL_GRADIENT_PREFERENCE = 2.0
+#: data passes an effective draw costs with exact gradients (Metropolis-adjusted
+#: HMC in the Laplace metric: 2-8 on the benchmark posteriors)
+FULL_PASSES_PER_DRAW = 4.0
+#: max_passes="auto": as many data passes as this many flops of per-datum
+#: gradients (about ten seconds on one core), times 2 (dim / MAX_DENSE_METRIC)^2
+#: above the dense metric's size, at most AUTO_BUDGET_GROWTH times (an
+#: effective draw there costs ~dim^(1/4) more passes, and the smallest ESS over
+#: more coordinates needs more of them: at 10^4 text features a converged fit
+#: took ~60,000 passes; past 10^4 parameters a default fit stops within a few
+#: minutes and says what converging would take), within [1,000, 200,000]:
+#: cheap passes may be many, dear ones few
+AUTO_BUDGET_FLOPS = 5e9
+AUTO_BUDGET_GROWTH = 50.0
+AUTO_BUDGET_PASSES = (1000, 200_000)
+#: the rate (flops a second) at which AUTO_BUDGET_FLOPS is "ten seconds": with
+#: max_time=None the automatic budget is also that many seconds, so a fit
+#: whose passes run slower than the flop count says (at 10^6 sparse
+#: coefficients a pass's random reads and the metric's products cost ~5x
+#: its flops) still stops within the minutes the budget means and says how
+#: long converging would take, instead of running for most of an hour
+AUTO_BUDGET_FLOP_RATE = 5e8
+#: a user-set step (or batch) whose predicted relative error of the posterior
+#: variances exceeds this is warned about (automatic settings: 4%)
+STEP_ERROR_WARN = 0.25
+#: at most this many low-rank directions at each end of the whitened
+#: Hessian's spectrum (a step costs 4 dim k flops more)
+LOWRANK_DIRECTIONS = 32
+#: a Ritz pair joins the low-rank metric when its eigenvalue is outside
+#: [1 / LOWRANK_SPREAD, LOWRANK_SPREAD] and its residual is within
+#: LOWRANK_RESIDUAL of its distance to 1 (converged where it matters)
+LOWRANK_SPREAD = 1.5
+LOWRANK_RESIDUAL = 0.1
+#: above MAX_DENSE_METRIC parameters a full-gradient fit with metric="auto"
+#: still takes the dense Laplace metric where its factor fits in this many
+#: bytes and its O(dim^2) step is cheaper per effective draw than the
+#: low-rank metric's (whose steps the condition number left multiplies):
+#: :func:`_dense_pays`
+AUTO_DENSE_BYTES = 512 << 20
+#: a Metropolis-adjusted HMC trajectory in a diagonal metric lasts a quarter
+#: period of its slowest direction, at most this many of the reference's
+MAX_TRAJECTORY_FACTOR = 8.0
+#: its lengths are drawn uniform in NARROW_SPAN times it, or in WIDE_SPAN
+#: times it where it is longer than the reference's by at least
+#: WIDE_SPAN_TURN.  From there on the longest of the narrow
+#: span's lengths (1.25 quarter periods of the slowest direction) turns the
+#: bulk (whitened eigenvalues near 1) by a half turn, which flips z and
+#: keeps |z|: on the text ridge (slowest quarter period 1.70 times the
+#: reference's) lag-1 autocorrelations -0.6 in z and +0.6 in |z|, and split
+#: R-hat on the folded draws, not the ESS, set the fit's length (118,000
+#: passes; 82,600 with the wide span).  Below it the narrow span is better:
+#: the text logistic regression (1.33 times) took 134,000 passes with it and
+#: 205,000 with the wide one, which gives its slowest direction shorter,
+#: positively correlated moves.  The span [0.25, 1.25] was chosen over [0.5,
+#: 1.5], [0, 1.5], [0.4, 1.2] and exponential lengths in a simulation of such
+#: spectra (2 to 8 times fewer gradients than the narrow span for the same
+#: ESS and R-hat)
+WIDE_SPAN_TURN = 1.6
+NARROW_SPAN = (0.75, 1.25)
+WIDE_SPAN = (0.25, 1.25)
+#: lazy sparse steps where a minibatch touches fewer than 1/LAZY_DENSITY of the
+#: coordinates (a lazy coordinate update costs a few eager ones)
+LAZY_DENSITY = 4.0
+
+
+def trajectory_lengths(lam_min):
+    """HMC's trajectory lengths in a whitened metric whose slowest direction
+    left has eigenvalue ``lam_min``: ``{"trajectory": centre, "jitter": j}``
+    for :class:`~._sampling._dynamics.SGHMCLeapfrog`, lengths uniform in
+    ``[1 - j, 1 + j]`` times the centre.  The slowest direction turns by a
+    quarter turn in ``(pi / 2) / sqrt(lam_min)`` (at most
+    ``MAX_TRAJECTORY_FACTOR`` reference quarter periods); the lengths span
+    ``NARROW_SPAN`` of it, or ``WIDE_SPAN`` from ``WIDE_SPAN_TURN``
+    reference quarter periods on."""
+    turn = min(1.0 / np.sqrt(min(max(lam_min, 1e-12), 1.0)), MAX_TRAJECTORY_FACTOR)
+    lo, hi = WIDE_SPAN if turn >= WIDE_SPAN_TURN else NARROW_SPAN
+    quarter = 0.5 * np.pi * turn
+    return {"trajectory": quarter * (lo + hi) / 2, "jitter": (hi - lo) / (hi + lo)}
+
+
+@dataclass
+class FitSetup:
+    """Every setting a fit resolved (kept for warm starts)."""
+
+    sampler: str
+    subsampling: str
+    metric: dict                       # Metric.get_config()
+    metropolis: bool
+    sampler_config: dict
+    subsampling_config: dict
+    batch_size: int
+    iat: float                         # predicted steps per effective draw
+    predicted_variance_error: float
+    momentum_scale: float = 1.0
+    notes: dict = field(default_factory=dict)
+
+def row_flops(ctx):
+    """Floating-point work of one per-datum gradient (about 2 x nnz x K)."""
+    X = ctx.X
+    nnz = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else X.shape[1]
+    return 2.0 * max(nnz, 1.0) * ctx.glm.n_outputs
+
+
+def target_ess_for(target_ess, dim):
+    """The ESS target of ``target_ess`` (``"auto"``: the schedule's rule for ``dim``)."""
+    return _schedule.auto_target_ess(dim) if target_ess == "auto" else float(target_ess)
+
+
+class _OneRowNoise:
+    """``v1(name)``: the one-row noise of gradient estimator ``name`` in the
+    whitened metric (:func:`~._sampling._registry.noise_per_row`), computed
+    on first use (it costs set-up passes) and kept for the fit."""
+
+    def __init__(self, ctx, kind, factor, T):
+        self.ctx, self.kind, self.factor, self.T = ctx, kind, factor, T
+        self.known = {}
+
+    def __call__(self, name):
+        ctx = self.ctx
+        if name not in self.known:
+            if ctx.resolved.posterior_row_cov is None:
+                Q = ctx.metric_row_covariances(self.kind, self.factor)
+                ctx.resolved.posterior_row_cov = Q
+                ctx.resolved.metric_row_cov = Q
+            self.known[name] = noise_per_row(ctx, SUBSAMPLINGS[name], self.factor, self.kind,
+                                             1.0 / self.T)
+        return self.known[name]
+
+
+class SetupPolicy:
+    """The estimator's parameters, and the rules that resolve them for a fit.
+
+    Parameters
+    ----------
+    params : dict
+        The estimator's ``get_params(deep=False)``: read as ``self.p.<name>``.
+    sampler_owners, subsampling_owners : dict
+        ``{parameter: (default, {algorithms it acts with})}``
+        (:func:`~._sampling._specs.sampler_owners`, ``estimator_owners``):
+        a parameter set away from its default with another algorithm is
+        refused.
+    """
+
+    def __init__(self, params, sampler_owners, subsampling_owners):
+        self.p = SimpleNamespace(**params)
+        self.sampler_owners = sampler_owners
+        self.subsampling_owners = subsampling_owners
+
+    def resolve(self, ctx):
+        """Every ``"auto"`` setting of this fit as a number or a name: a
+        :class:`FitSetup` (see the user guide, "What the defaults do").
+
+        In order: the metric; the gradient estimator (by the error model's
+        cost per effective draw, or exact gradients where a pass is cheap);
+        the dynamics and its Metropolis correction; the step, batch and
+        friction (dual averaging's start, or the error model's choice); then
+        each algorithm's own configuration and the lazy sparse path."""
+        T = float(self.p.temperature)
+        self._check_combinations()
+        self._check_parameters_act(self.p.sampler, self.p.subsampling)  # before the set-up
+        kind, metric_cfg, factor = self._resolve_metric(ctx, T)
+        v1 = _OneRowNoise(ctx, kind, factor, T)
+        # sparse rows, few touched a step: lazy steps cost O(nnz), and a
+        # step then costs its rows alone (no O(dim) overhead to amortise)
+        lazy = self._lazy_candidate(ctx, kind)
+        overhead = 1.0 if lazy else self._step_overhead(ctx, kind)
+        subsampling, notes = self._resolve_subsampling(ctx, kind, v1, overhead, lazy)
+        exact = not SUBSAMPLINGS[subsampling].stochastic
+        lazy = lazy and subsampling in LAZY_SUBSAMPLINGS and (
+            subsampling != "uniform" or self.p.access == "random")
+        if not lazy:
+            overhead = self._step_overhead(ctx, kind)
+        sampler = self._resolve_sampler(kind, exact)
+        lazy = lazy and sampler in LAZY_SAMPLERS
+        self._check_parameters_act(sampler, subsampling)
+        self._check_momentum_stop(sampler, subsampling)
+        metropolis = self._resolve_metropolis(sampler, subsampling, exact)
+        theta0 = ctx.mode() if kind != "identity" else self._calibration_point(ctx)
+        if kind != "identity" and metropolis:
+            step, friction, batch, iat, error, metric_cfg = self._metropolis_settings(
+                ctx, kind, metric_cfg, sampler, notes)
+        elif kind != "identity":
+            step, friction, batch, iat, error = self._error_model_settings(
+                ctx, sampler, subsampling, exact, v1, overhead, notes)
+        else:
+            step, friction, iat, error = self.p.step_size, self.p.friction, np.nan, np.nan
+            batch = None if self.p.batch_size == "auto" else int(min(self.p.batch_size, ctx.n))
+        ctx.batch_size = int(min(batch if batch is not None else DEFAULT_BATCH_SIZE, ctx.n))
+        return self._configure(ctx, kind, metric_cfg, sampler, subsampling, metropolis,
+                               theta0, step, friction, lazy, notes, float(iat), float(error))
+
+    def _resolve_metric(self, ctx, T):
+        """``(kind, metric config, factor)``; the kind is also the context's."""
+        kind = self._metric_kind(ctx)
+        ctx.resolved.metric_kind = kind
+        metric_cfg = Metric(ctx.dim).get_config()
+        factor = None
+        if kind != "identity":
+            center, factor = ctx.laplace_metric(kind, T)
+            metric_cfg = Metric(ctx.dim, kind, center, factor, 1.0 / T, 1.0).get_config()
+        return kind, metric_cfg, factor
+
+    def _resolve_sampler(self, kind, exact):
+        """``sampler="auto"``: SGLD in the identity metric; HMC with exact
+        gradients, BAOAB with subsampled ones, in a whitened metric."""
+        if self.p.sampler != "auto":
+            return self.p.sampler
+        if kind == "identity":
+            return "sgld"
+        return "sghmc-leapfrog" if exact else "baoab"
+
+    def _check_momentum_stop(self, sampler, subsampling):
+        if (SUBSAMPLINGS[subsampling].index_chain and self.p.ewsg_x == "momentum-stop"
+                and not SAMPLERS[sampler].has_momentum):
+            raise ValueError(
+                f"ewsg_x='momentum-stop' assumes r_(k+1) = 0 and needs a sampler with "
+                f"momentum; sampler={sampler!r} has none. Use ewsg_x='auto' or "
+                "sampler='sghmc'.")
+
+    def _resolve_metropolis(self, sampler, subsampling, exact):
+        """``metropolis="auto"``: on with exact gradients and a reversible
+        proposal; ``True`` where it cannot act is refused."""
+        if self.p.metropolis == "auto":
+            return exact and SAMPLERS[sampler].metropolis
+        metropolis = bool(self.p.metropolis)
+        if metropolis and not (exact and SAMPLERS[sampler].metropolis):
+            raise ValueError(
+                f"metropolis=True needs exact gradients (subsampling='full') and a "
+                f"sampler with a reversible proposal "
+                f"({sorted(s for s in SAMPLERS if SAMPLERS[s].metropolis)}); got "
+                f"sampler={sampler!r}, subsampling={subsampling!r}. Use metropolis='auto'.")
+        return metropolis
+
+    def _metropolis_settings(self, ctx, kind, metric_cfg, sampler, notes):
+        """A Metropolis-adjusted dynamics in a whitened metric: dual
+        averaging's start (its file's :class:`MetropolisRule`), HMC's
+        trajectory, the batch (all rows) and the planned iterations per
+        draw; ``(step, friction, batch, iat, error, metric)``."""
+        rule = SAMPLER_MODULES[sampler].METROPOLIS
+        h_start, trajectory, metric_cfg = self._metropolis_start(ctx, kind, metric_cfg, rule)
+        step = h_start if self.p.step_size == "auto" else float(self.p.step_size)
+        if trajectory is not None:
+            notes["trajectory"] = trajectory     # length and jitter
+        notes["max_step"] = rule.max_step
+        batch = None if self.p.batch_size == "auto" else int(min(self.p.batch_size, ctx.n))
+        # iterations per effective draw, for sizing the windows and the first
+        # round (then measured)
+        return step, self.p.friction, batch, rule.iterations_per_draw, np.nan, metric_cfg
+
+    def _error_model_settings(self, ctx, sampler, subsampling, exact, v1, overhead, notes):
+        """An unadjusted dynamics in a whitened metric: step, batch and
+        friction from the error model (:func:`._sampling._error_model.choose`);
+        a hand-set step predicted to be far off gets the step that would not
+        be; ``(step, friction, batch, iat, predicted variance error)``."""
+        n = ctx.n
+        batch = None if self.p.batch_size == "auto" else int(min(self.p.batch_size, n))
+        notes["noise_per_row"] = v1(subsampling) if not exact else 0.0
+        settings = _error_model.choose(
+            sampler, notes["noise_per_row"], n, step_size=self.p.step_size,
+            batch_size=batch if batch is not None else "auto", friction=self.p.friction,
+            overhead_rows=overhead)
+        step, friction = settings.step_size, settings.friction
+        if batch is None and not exact:
+            batch = settings.batch_size
+        predicted_error = settings.variance_error
+        if predicted_error > STEP_ERROR_WARN and self.p.step_size != "auto":
+            # the step that would keep the error in budget (warned after the fit)
+            advice = _error_model.choose(
+                sampler, notes["noise_per_row"], n, friction=friction,
+                batch_size=batch if batch is not None else "auto",
+                overhead_rows=overhead)
+            if advice.variance_error <= _error_model.VARIANCE_ERROR * (1 + 1e-9):
+                notes["advised_step"] = advice.step_size
+        return step, friction, batch, settings.iat, predicted_error
+
+    def _configure(self, ctx, kind, metric_cfg, sampler, subsampling, metropolis, theta0,
+                   step, friction, lazy, notes, iat, predicted_error):
+        """The algorithms' own configurations (their ``prepare``), the shared
+        start, the momentum's scale and the lazy path, as the :class:`FitSetup`."""
+        T = float(self.p.temperature)
+        shared = self._shared_start(ctx, kind)
+        if shared is not None:  # every chain starts here: one snapshot table for all
+            ctx.resolved.shared_start = shared
+        noise = GradientNoise(ctx, SUBSAMPLINGS[subsampling], theta0)
+        sub_config = SUBSAMPLINGS[subsampling].prepare(ctx)
+        samp_config = SAMPLERS[sampler].prepare(ctx, theta0, step, friction, noise, T)
+        samp_config["metropolis"] = metropolis
+        if "trajectory" in notes:
+            samp_config.update(notes["trajectory"])
+        t_dyn = samp_config.get("temperature", T)
+        momentum_scale = np.sqrt(
+            t_dyn * SAMPLER_MODULES[sampler].momentum_variance_scale(samp_config))
+        # the batch is known now: lazy where it still touches few coordinates
+        notes["lazy"] = lazy = lazy and self._touches_few(ctx, ctx.batch_size)
+        if lazy:
+            # scales on a grid: lazy coordinates of a class share their k-step laws
+            metric_cfg = on_lazy_grid(metric_cfg)
+        return FitSetup(sampler, subsampling, metric_cfg, metropolis, samp_config, sub_config,
+                        ctx.batch_size, iat, predicted_error, momentum_scale, notes)
+
+    def _metropolis_start(self, ctx, kind, metric_cfg, rule):
+        """``(step, trajectory, metric)``: where dual averaging starts the
+        step of a Metropolis-adjusted dynamics in a whitened metric (its
+        :class:`MetropolisRule` ``rule``; ``h0`` its start step), HMC's
+        trajectory (None: the reference Gaussian's quarter period; else a
+        dict of the leapfrog's ``trajectory`` length and ``jitter``),
+        and the metric's config (a diagonal one may gain low-rank
+        directions).
+
+        A dense Laplace metric leaves a remainder close to zero (the split
+        integrators move the Gaussian part exactly): ``h0`` and a quarter
+        period suit every dimension.  A diagonal one leaves the
+        correlations: the whitened precision ``A = D H D / T`` has
+        eigenvalues on both sides of 1 (10^4 text features: 0.2 to 12).
+        Lanczos on Hessian-vector products (:mod:`._spectrum`, O(nnz) each,
+        no dim x dim matrix) finds its extreme eigenpairs, and
+
+        * the converged ones far from 1 (at most ``LOWRANK_DIRECTIONS`` at
+          each end) become a low-rank metric (``metric="auto"``): each
+          direction scaled by ``lambda^(-1/2)``, so that A is 1 there.  A
+          step then costs O(dim k) more, against the gradient's O(nnz);
+        * the extremes left, ``lambda_min`` and ``lambda_max``, set the step:
+          the leapfrog error of the stiffest direction grows like ``(h^2
+          lambda_max)^2`` and a trajectory's energy error sums ``dim`` such
+          terms, so the acceptance falls to zero at ``h0`` from a few
+          thousand parameters on (none accepted at 1.3 there).  The start is
+          ``h0 / sqrt(lambda_max) (MAX_DENSE_METRIC / dim)^(1/4)`` (HMC's
+          d^(-1/4) scaling), which dual averaging refines;
+        * and the trajectory: the slowest direction turns by
+          ``sqrt(lambda_min) t``, so a quarter period of it is ``(pi / 2) /
+          sqrt(lambda_min)`` (at most ``MAX_TRAJECTORY_FACTOR`` quarter
+          periods of the reference).  On the text posterior a quarter period
+          of the slowest direction cut the passes per effective draw of the
+          slowest coefficient 3.8x (228 to 60) in the diagonal metric.
+        """
+        if kind != "diagonal":
+            return rule.start_step, None, metric_cfg
+        T = float(self.p.temperature)
+        D = np.asarray(metric_cfg["factor"], dtype=np.float64)
+        weights = ctx.hessian_row_weights(ctx.mode(), full=True)
+
+        def whitened_hessian(v):
+            ctx.n_grad_evals += ctx.n
+            return D * ctx.hessian_vector(weights, D * v) / T
+
+        lowrank = self.p.metric == "auto"
+        if lowrank:
+            values, vectors, residuals, ritz_weights = extreme_eigenpairs(whitened_hessian, ctx.dim)
+            # k directions cost 4 dim k flops a step: at most about the
+            # gradient's 2 nnz (and at least 8)
+            nnz = ctx.X.nnz if hasattr(ctx.X, "nnz") else ctx.X.size
+            max_rank = max(8, int(2 * nnz * ctx.glm.n_outputs / (4 * ctx.dim)))
+            chosen = _lowrank_directions(values, residuals, max_rank)
+            if _dense_pays(ctx, values, ritz_weights, chosen, nnz):
+                ctx.resolved.metric_kind = "dense"    # what the pieces after this see
+                center, factor = ctx.laplace_metric("dense", T)
+                metric_cfg = Metric(ctx.dim, "dense", center, factor, 1.0 / T, 1.0).get_config()
+                shrink = min(1.0, (MAX_DENSE_METRIC / ctx.dim) ** 0.25)
+                return float(rule.start_step * shrink), None, metric_cfg
+            rest = np.delete(values, chosen)
+            lam_min = float(rest.min()) if rest.size else 1.0
+            lam_max = float(rest.max()) if rest.size else 1.0
+            if chosen.size:
+                metric_cfg = dict(metric_cfg, kind="lowrank", basis=vectors[chosen],
+                                  basis_scale=1.0 / np.sqrt(values[chosen]))
+        else:
+            lam_min, lam_max = extreme_eigenvalues(whitened_hessian, ctx.dim)
+        shrink = min(1.0, (MAX_DENSE_METRIC / ctx.dim) ** 0.25) / np.sqrt(max(lam_max, 1.0))
+        trajectory = None
+        if rule.trajectory and self.p.n_leapfrog == "auto":
+            trajectory = trajectory_lengths(lam_min)
+        return float(rule.start_step * min(shrink, 1.0)), trajectory, metric_cfg
+
+    def _check_parameters_act(self, sampler, subsampling):
+        """Every parameter set away from its default acts on the fit, or the
+        fit is refused (a setting silently ignored is a wrong answer given
+        quietly).  ``sampler`` / ``subsampling``: the resolved names, or
+        "auto" for a name not yet resolved (then nothing is checked for it)."""
+        problems = (
+            ineffective_settings(self.sampler_owners, self.p, "sampler", sampler)
+            + ineffective_settings(self.subsampling_owners, self.p, "subsampling",
+                                   subsampling))
+        if (subsampling != "auto" and self.p.pilot_steps != 500
+                and self.p.pv_threshold != "pilot"):
+            problems.append(f"pilot_steps={self.p.pilot_steps!r} has no effect unless "
+                            "pv_threshold='pilot'")
+        if subsampling == "full" and self.p.batch_size != "auto":
+            problems.append(f"batch_size={self.p.batch_size!r} has no effect with "
+                            "subsampling='full' (every row, every step)")
+        if problems:
+            what = [f"sampler={sampler!r}" if sampler != "auto" else "",
+                    f"subsampling={subsampling!r}" if subsampling != "auto" else ""]
+            resolved = " and ".join(w for w in what if w)
+            raise ValueError(
+                "; ".join(problems) + ". Leave the parameter at its default, or choose a "
+                f"sampler / subsampling it applies to (this fit uses {resolved}).")
+
+    def _check_combinations(self):
+        sub = self.p.subsampling
+        if self.p.access != "random" and sub != "auto" and sub not in ACCESS_SUBSAMPLINGS:
+            raise ValueError(
+                f"access={self.p.access!r} does not apply to subsampling={sub!r}, "
+                "which draws from its own weights. Use access='random' or one of "
+                f"subsampling in {sorted(ACCESS_SUBSAMPLINGS)}.")
+        if sub != "auto" and SUBSAMPLINGS[sub].index_chain and self.p.access == "cyclic":
+            raise ValueError(f"subsampling={sub!r}, access='cyclic': " + EWSG_CYCLIC_MESSAGE)
+
+    def _metric_kind(self, ctx):
+        sampler_whitens = self.p.sampler == "auto" or SAMPLERS[self.p.sampler].whitened
+        if self.p.metric == "auto":
+            if not sampler_whitens:
+                return "identity"
+            return "dense" if ctx.dim <= MAX_DENSE_METRIC else "diagonal"
+        if self.p.metric != "identity" and not sampler_whitens:
+            raise ValueError(
+                f"sampler={self.p.sampler!r} is preconditioned by its own RMSprop metric, as "
+                f"its paper defines it; metric={self.p.metric!r} does not apply. Use "
+                "metric='auto' (or 'identity').")
+        return self.p.metric
+
+    def _touches_few(self, ctx, batch):
+        """Whether a minibatch of ``batch`` CSR rows touches fewer than
+        ``1 / LAZY_DENSITY`` of the coordinates (lazy steps then pay)."""
+        X = ctx.X
+        if not hasattr(X, "nnz"):
+            return False
+        nnz = X.nnz / max(X.shape[0], 1)
+        return LAZY_DENSITY * min(batch, ctx.n) * max(nnz, 1.0) * ctx.glm.n_outputs < ctx.dim
+
+    def _lazy_candidate(self, ctx, kind):
+        """Whether the chains can take lazy O(nnz) steps (:mod:`._sampling._lazy`):
+        CSR rows, an identity or diagonal metric, a sampler and estimator with
+        a lazy kernel (or "auto") without a Metropolis correction, and a
+        default-size minibatch touching few coordinates."""
+        if kind not in ("identity", "diagonal") or self.p.metropolis is True:
+            return False
+        if self.p.sampler not in ("auto",) + LAZY_SAMPLERS:
+            return False
+        if self.p.subsampling not in ("auto",) + LAZY_SUBSAMPLINGS:
+            return False
+        return self._touches_few(
+            ctx, DEFAULT_BATCH_SIZE if self.p.batch_size == "auto" else self.p.batch_size)
+
+    def _step_overhead(self, ctx, kind):
+        """A step's cost besides its rows, in row evaluations: the metric's
+        products (O(dim^2) dense, O(dim) otherwise) against one row's nnz."""
+        X = ctx.X
+        nnz = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else X.shape[1]
+        per_row = max(nnz, 1.0) * ctx.glm.n_outputs
+        work = ctx.dim * ctx.dim if kind == "dense" else 4.0 * ctx.dim
+        return work / per_row
+
+    def _resolve_subsampling(self, ctx, kind, v1, overhead, lazy=False):
+        """``subsampling="auto"``: full gradients when a pass is cheap, a
+        control-variate scheme with preferential rows in the metric when
+        subsampling pays (the error model's cost per effective draw)."""
+        notes = {}
+        if self.p.subsampling != "auto":
+            return self.p.subsampling, notes
+        if kind == "identity":
+            return "uniform", notes
+        if self.p.batch_size != "auto":   # a minibatch size asks for minibatches
+            return "cv-preferential", notes
+        n = ctx.n
+        sampler = "baoab" if self.p.sampler in ("auto", "sghmc-leapfrog") else self.p.sampler
+        settings = _error_model.choose(
+            sampler, v1("cv-preferential"), n, step_size=self.p.step_size,
+            batch_size=self.p.batch_size, friction=self.p.friction, overhead_rows=overhead)
+        cost_sg = settings.cost_per_draw
+        adjustable = self.p.sampler == "auto" or (SAMPLERS[self.p.sampler].metropolis
+                                                 and self.p.metropolis is not False)
+        if adjustable:
+            cost_full = FULL_PASSES_PER_DRAW * (n + overhead)
+        else:  # the unadjusted dynamics with exact gradients: the error model's cost
+            exact = _error_model.choose(sampler, 0.0, n, step_size=self.p.step_size,
+                                        friction=self.p.friction, overhead_rows=overhead)
+            cost_full = (n + overhead) * exact.gradients_per_step * exact.iat
+        full_flops = cost_full * target_ess_for(self.p.target_ess, ctx.dim) * row_flops(ctx)
+        notes.update(cost_subsampled=cost_sg, cost_full=cost_full)
+        # exact gradients buy a Metropolis correction (exact draws): worth it
+        # whenever the whole fit is cheap; otherwise the cheaper scheme wins
+        if (adjustable and full_flops <= CHEAP_FIT_FLOPS) \
+                or cost_full <= FULL_GRADIENT_PREFERENCE * cost_sg:
+            return "full", notes
+        return "cv-preferential", notes
+
+    def _calibration_point(self, ctx):
+        """Where the identity metric's automatic step is calibrated: the mode
+        for chains that start near it (or at independent prior draws, which
+        reach it), else the start point itself."""
+        if isinstance(self.p.init, str):
+            if self.p.init in ("mode", "auto", "laplace", "prior"):
+                return ctx.mode()
+            return np.zeros(ctx.dim)
+        return self._init_array(ctx)
+
+    def _init_array(self, ctx):
+        theta = np.asarray(self.p.init, dtype=np.float64).ravel()
+        if theta.shape != (ctx.dim,):
+            raise ValueError(
+                f"init has {theta.size} values; this model has {ctx.dim} parameters "
+                f"({ctx.glm.n_outputs} output(s) x {ctx.dext} coefficients incl. intercept). "
+                "Pass an array of that size, or init='auto'.")
+        if not np.all(np.isfinite(theta)):
+            raise ValueError("init contains NaN or inf; pass finite starting values.")
+        return theta
+
+    def _shared_start(self, ctx, kind):
+        """The parameters every chain starts from, when they share one."""
+        init = self.p.init
+        if isinstance(init, str) and init == "auto":
+            init = "laplace" if kind != "identity" else "mode"
+        if isinstance(init, str):
+            if init == "mode":
+                return ctx.mode()
+            return np.zeros(ctx.dim) if init == "zeros" else None
+        return self._init_array(ctx)
+
+
+def _lowrank_directions(values, residuals, max_rank=2 * LOWRANK_DIRECTIONS):
+    """Indices of the Ritz pairs a low-rank metric corrects: converged
+    (residual within ``LOWRANK_RESIDUAL`` of ``|lambda - 1|``), outside
+    ``[1 / LOWRANK_SPREAD, LOWRANK_SPREAD]``, at most
+    ``LOWRANK_DIRECTIONS`` at each end and ``max_rank`` in all, the
+    farthest from 1 in log scale first."""
+    ok = residuals <= LOWRANK_RESIDUAL * np.abs(values - 1.0)
+    low = np.flatnonzero(ok & (values < 1.0 / LOWRANK_SPREAD))[:LOWRANK_DIRECTIONS]
+    high = np.flatnonzero(ok & (values > LOWRANK_SPREAD))[::-1][:LOWRANK_DIRECTIONS]
+    both = np.concatenate([low, high])
+    both = both[np.argsort(-np.abs(np.log(values[both])), kind="stable")][:max_rank]
+    return np.sort(both)
+
+
+def _remaining_spectrum(values, weights, chosen, dim):
+    """``(lambda_min, lambda_max)`` of the whitened precision left after a
+    low-rank metric corrects the Ritz pairs ``chosen``.
+
+    The Ritz values a Lanczos run has not converged stand for clusters: the
+    quadrature weight of each (``dim * weights[j]`` eigenvalues near
+    ``values[j]``) says how many.  Correcting ``k`` directions at the low end
+    leaves the ``(k + 1)``-th smallest eigenvalue, the first Ritz value whose
+    cumulative count passes ``k`` (and likewise at the top).  The unconverged
+    Ritz values themselves are only upper (lower) bounds of the eigenvalues
+    they stand for at the low (high) end: on a9a with its pairwise
+    interactions the converged pairs alone put the remainder at 0.13-13, the
+    counts at 0.006-21 (hundreds of small eigenvalues where Lanczos sees a
+    dozen Ritz values)."""
+    counts = dim * np.asarray(weights, dtype=np.float64)
+    n_low = int(np.sum(values[chosen] < 1.0))
+    n_high = int(np.sum(values[chosen] >= 1.0))
+    below = np.cumsum(counts)
+    above = np.cumsum(counts[::-1])[::-1]
+    low = values[np.argmax(below > n_low + 0.5)] if below[-1] > n_low + 0.5 else 1.0
+    high = values[np.flatnonzero(above > n_high + 0.5)[-1]] if above[0] > n_high + 0.5 else 1.0
+    return float(min(low, 1.0)), float(max(high, 1.0))
+
+
+def _dense_pays(ctx, values, weights, chosen, nnz):
+    """Whether the dense Laplace metric beats the low-rank one for a
+    Metropolis-adjusted full-gradient fit (``metric="auto"``, above
+    ``MAX_DENSE_METRIC`` parameters).
+
+    A leapfrog step costs the gradient's ``2 nnz K`` flops plus the
+    metric's: ``4 dim^2`` dense, ``4 dim k`` low-rank.  In the dense
+    Laplace metric the remainder is close to the identity; in the low-rank
+    one the steps per effective draw grow like ``sqrt(kappa)``, ``kappa``
+    the condition number left (:func:`_remaining_spectrum`).  Dense when its
+    factor fits in ``AUTO_DENSE_BYTES`` and ``(2 nnz K + 4 dim^2) <
+    (2 nnz K + 4 dim k) sqrt(kappa)``.  a9a with its pairwise interactions
+    (5,439 parameters): sqrt(kappa) 100 against a step 16.5 times dearer,
+    dense (the fit converges about 5 times sooner); the 10^4-feature text
+    posteriors: 2.6 against 81, low-rank."""
+    d = ctx.dim
+    if 8.0 * d * d > AUTO_DENSE_BYTES:
+        return False
+    lam_min, lam_max = _remaining_spectrum(values, weights, chosen, d)
+    gradient = 2.0 * nnz * ctx.glm.n_outputs
+    dense = gradient + 4.0 * d * d
+    lowrank = gradient + 4.0 * d * len(chosen)
+    return dense < lowrank * np.sqrt(lam_max / lam_min)
+
+
+def plan_rounds(p, ctx, setup, continuing):
+    """The warm-up and sampling rounds' plan (:class:`~._sampling._schedule.Plan`):
+    thinning, warm-up length, the pass budget (``max_passes="auto"``: flops
+    that grow with the parameters past the dense metric, and the same budget
+    in seconds when ``max_time`` is None), the ESS target, the step and
+    metric adaptation."""
+    metric = Metric.from_config(setup.metric)
+    iat = setup.iat if np.isfinite(setup.iat) else 10.0
+    thin = p.thin
+    if thin == "auto":
+        # an effective draw per about three stored draws: thinner storage
+        # loses little and keeps memory in proportion to the ESS
+        thin = max(1, int(iat // 3)) if p.n_samples == "auto" else 1
+    adapt_step = setup.metropolis and p.step_size == "auto"
+    n_warmup = p.n_warmup
+    if n_warmup == "auto" and not metric.whitened and not continuing:
+        n_warmup = 1000 if not setup.metropolis else 150
+    max_passes = p.max_passes
+    auto_seconds = None
+    if max_passes == "auto":
+        # more parameters mix slower in a diagonal metric and need more
+        # effective draws: the budget grows with them past the dense metric
+        growth = min(2.0 * max(1.0, ctx.dim / MAX_DENSE_METRIC) ** 2, AUTO_BUDGET_GROWTH)
+        flops = AUTO_BUDGET_FLOPS * growth
+        max_passes = float(np.clip(flops / (ctx.n * row_flops(ctx)),
+                                   *AUTO_BUDGET_PASSES))
+        if p.max_time is None:
+            # the same budget in seconds, at the rate its flops assume
+            # (of the pass budget, where its floor raised it above the flops)
+            auto_seconds = max(flops, max_passes * ctx.n * row_flops(ctx)) \
+                / AUTO_BUDGET_FLOP_RATE
+    return _schedule.Plan(
+        n_warmup=n_warmup, n_samples=p.n_samples, thin=int(thin),
+        target_ess=target_ess_for(p.target_ess, ctx.dim), max_passes=max_passes,
+        max_time=p.max_time, auto_seconds=auto_seconds, iat=iat, n_rows=ctx.n,
+        dim=ctx.dim,
+        adapt_step=adapt_step and not continuing,
+        target_accept=_schedule.MH_TARGET_ACCEPT.get(setup.sampler, 0.8),
+        max_step=setup.notes.get("max_step", np.inf),
+        # a low-rank metric comes from the Hessian's extreme directions
+        # at set-up; its warm-up adapts the step only (a window of draws
+        # at 10^4 parameters would cost more than it could correct)
+        # nor does a dense one above MAX_DENSE_METRIC parameters
+        adapt_metric=(metric.whitened and metric.kind != "lowrank" and not continuing
+                      and not (metric.kind == "dense" and ctx.dim > MAX_DENSE_METRIC)),
+        momentum_scale=setup.momentum_scale, setup_evals=ctx.n_grad_evals,
+        draws_dtype=resolve_dtype(p.draws_dtype, ctx.dim),
+        max_draws_bytes=resolve_budget(p.draws_memory_limit))
