@@ -715,6 +715,39 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         and ``out`` (the path written, or None).
     """
     say = _printer(stdout)
+    network, spec, engine = _check_request(model, out, test_size)
+    X, y, names = _load_rows(data, target, libsvm, model, spec, say)
+    rows = _split_and_scale(X, y, names, model, spec, test_size, seed, standardize, stderr)
+    est = _make_estimator(model, estimator_params, network)
+    _say_estimator(est, rows, network, standardize, say)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        # the fit's own convergence warning is reported below, with the check
+        warnings.simplefilter("ignore", MCMCConvergenceWarning)
+        est.fit(rows.X_tr, rows.t_tr)
+    seconds = time.perf_counter() - t0
+    if network:
+        table = None
+        converged, diagnostics = _report_network(est, rows.X_tr, rows.y_tr, seconds,
+                                                 standardize, say)
+    else:
+        table, converged = _report_linear(est, names, spec, standardize, seconds, say)
+        diagnostics = None
+    metrics = _held_out_metrics(est, rows, model, spec, standardize, say)
+    if out is not None:
+        meta = _metadata(est, rows, data, libsvm, target, model, spec, network, test_size,
+                         seed, standardize, seconds, converged, metrics)
+        out = _save(out, engine, est, rows, names, model, network, table, diagnostics, meta,
+                    say)
+    result = dict(estimator=est, summary=table, metrics=metrics, converged=converged, out=out)
+    if network and engine is None:
+        result["diagnostics"] = diagnostics
+    return result
+
+
+def _check_request(model, out, test_size):
+    """What can be refused before the data are read: ``(network, registry
+    entry, netCDF engine or None)``."""
     engine = None
     if model not in MODELS:
         raise DataError(f"model={model!r} is not one of {sorted(MODELS)}.")
@@ -733,14 +766,19 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
             engine = _netcdf_engine()
     if not 0 <= test_size < 1:
         raise DataError(f"test_size must be in [0, 1); got {test_size}.")
+    return network, spec, engine
+
+
+def _load_rows(data, target, libsvm, model, spec, say):
+    """``(X, y, feature names)`` of the file, the targets checked by the
+    model, and the network's rows dense; says what was read."""
     if libsvm:
         X, y, names = load_libsvm(data)
     else:
         if target is None:
             raise DataError("a CSV file needs --target COL (or pass --libsvm).")
         X, y, names = load_csv(data, target)
-    regression = spec is not None and spec.task == "regression"
-    if regression:
+    if spec is not None and spec.task == "regression":
         if y.dtype.kind not in "fiu":
             raise DataError(f"--model {model} needs a numeric target; {target!r} has labels "
                             f"such as {y[0]!r}.")
@@ -750,7 +788,7 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
             raise DataError(f"--model {model}: {exc}") from None
     n, d = X.shape
     kind = "CSR" if sp.issparse(X) else "dense"
-    if network and sp.issparse(X):
+    if model == "mlp" and sp.issparse(X):
         if n * d > MLP_DENSE_LIMIT:
             raise DataError(
                 f"--model mlp needs dense rows, and {data} ({n:,} x {d:,}, sparse) would "
@@ -759,7 +797,24 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         X = X.toarray()
         kind = "CSR, densified for the network"
     say(f"skbayes_sg {__version__} fit: {data} ({n:,} rows x {d:,} features, {kind})")
+    return X, y, names
 
+
+class _Rows:
+    """The training and held-out rows as the fit and the metrics read them:
+    ``X_tr``, ``X_te`` (None without held-out rows), the labels ``y_tr``,
+    ``y_te``, the targets fitted ``t_tr``, ``t_te`` (a standardised ridge
+    target), and the scalings ``x_mean``, ``x_scale``, ``y_mean``, ``y_scale``."""
+
+    def __init__(self, **parts):
+        self.__dict__.update(parts)
+
+
+def _split_and_scale(X, y, names, model, spec, test_size, seed, standardize, stderr):
+    """Hold out ``test_size`` of the rows (stratified for a classifier) and
+    standardise what ``--standardize`` asks for (else warn about unscaled
+    features)."""
+    d = X.shape[1]
     stratify = None
     if model in CLASSIFIERS and test_size > 0:
         _, counts = np.unique(y, return_counts=True)
@@ -769,7 +824,6 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
             X, y, test_size=test_size, random_state=seed, stratify=stratify)
     else:
         X_tr, X_te, y_tr, y_te = X, None, y, None
-
     x_mean, x_scale = np.zeros(d), np.ones(d)
     if not standardize:
         problem = _unscaled(X_tr, names)
@@ -777,7 +831,7 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
             print(f"python -m skbayes_sg fit: warning: the features look unscaled: {problem}; "
                   "the samplers mix faster on standardised features: pass --standardize.",
                   file=sys.stderr if stderr is None else stderr, flush=True)
-    if standardize:
+    else:
         scaler = StandardScaler(with_mean=not sp.issparse(X)).fit(X_tr)
         X_tr = scaler.transform(X_tr)
         X_te = scaler.transform(X_te) if X_te is not None else None
@@ -786,7 +840,7 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         x_scale = scaler.scale_
     y_mean, y_scale = 0.0, 1.0
     t_tr, t_te = y_tr, y_te
-    if regression:
+    if spec is not None and spec.task == "regression":
         y_tr = y_tr.astype(np.float64)
         t_tr = y_tr
         if standardize and spec.standardize_target:
@@ -795,16 +849,25 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
         if y_te is not None:
             y_te = y_te.astype(np.float64)
             t_te = (y_te - y_mean) / y_scale
+    return _Rows(X_tr=X_tr, X_te=X_te, y_tr=y_tr, y_te=y_te, t_tr=t_tr, t_te=t_te,
+                 x_mean=x_mean, x_scale=x_scale, y_mean=y_mean, y_scale=y_scale)
 
-    params = dict(estimator_params or {})
-    est = MODELS[model](**params)
+
+def _make_estimator(model, estimator_params, network):
+    est = MODELS[model](**dict(estimator_params or {}))
     if network:
         try:   # the network's refusals (subsampling="saga", ...) before the fit
             est._check_params()
         except ValueError as exc:
             raise DataError(str(exc)) from None
-    split = (f"{X_tr.shape[0]:,} training / {X_te.shape[0]:,} held-out rows"
-             if X_te is not None else f"all {n:,} rows for training (no held-out rows)")
+    return est
+
+
+def _say_estimator(est, rows, network, standardize, say):
+    """One line: the estimator with the settings that matter and the split."""
+    split = (f"{rows.X_tr.shape[0]:,} training / {rows.X_te.shape[0]:,} held-out rows"
+             if rows.X_te is not None
+             else f"all {rows.X_tr.shape[0]:,} rows for training (no held-out rows)")
     shown = ("hidden_layer_sizes", "sampler", "subsampling", "metric", "n_chains", "n_warmup",
              "n_samples", "thin", "alpha")
     current = est.get_params(deep=False)
@@ -816,80 +879,81 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
                     and _scalar(v) and not (_scalar(defaults.get(k)) and v == defaults[k]))
     say(f"{type(est).__name__}({first}{extra}); {split}"
         + ("; features standardised" if standardize else ""))
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        # the fit's own convergence warning is reported below, with the check
-        warnings.simplefilter("ignore", MCMCConvergenceWarning)
-        est.fit(X_tr, t_tr)
-    seconds = time.perf_counter() - t0
+
+
+def _held_out_metrics(est, rows, model, spec, standardize, say):
+    """Accuracy and log-loss (classifiers), or RMSE and mean log predictive
+    density (regressors) on the held-out rows; {} without them."""
+    if rows.X_te is None:
+        return {}
+    say()
+    y_te = rows.y_te
+    if model in CLASSIFIERS:
+        proba = est.predict_proba(rows.X_te)
+        metrics = dict(
+            accuracy=float(accuracy_score(y_te, est.classes_[proba.argmax(axis=1)])),
+            log_loss=float(log_loss(y_te, proba, labels=est.classes_)))
+        say(f"Held-out: accuracy {metrics['accuracy']:.4f}, log-loss "
+            f"{metrics['log_loss']:.4f} (posterior predictive, {len(y_te):,} rows)")
+        return metrics
+    mean = est.predict(rows.X_te)
+    lpd = _log_predictive_density(est, rows.X_te, rows.t_te) - np.log(rows.y_scale)
+    metrics = dict(rmse=float(rows.y_scale * np.sqrt(np.mean((mean - rows.t_te) ** 2))),
+                   mean_log_predictive_density=float(lpd.mean()))
+    say(f"Held-out: RMSE {metrics['rmse']:.4g}, mean log predictive density "
+        f"{metrics['mean_log_predictive_density']:.4f} ({len(y_te):,} rows"
+        + (", original target units)" if standardize and spec.standardize_target else ")"))
+    return metrics
+
+
+def _metadata(est, rows, data, libsvm, target, model, spec, network, test_size, seed,
+              standardize, seconds, converged, metrics):
+    """The saved file's ``metadata``: the command, the fit's resolved
+    settings and the held-out metrics (a JSON-able dict)."""
+    meta = dict(
+        skbayes_sg_version=__version__, data=str(data),
+        format="libsvm" if libsvm else "csv", target=target, model=model,
+        estimator=type(est).__name__, params=_jsonable(est.get_params()),
+        test_size=test_size, split_seed=seed, standardize=bool(standardize),
+        n_train=int(rows.X_tr.shape[0]),
+        n_test=int(0 if rows.X_te is None else rows.X_te.shape[0]),
+        step_size=est.step_size_, n_grad_evals=int(est.n_grad_evals_),
+        sampling_time=getattr(est, "sampling_time_", None), fit_time=seconds,
+        converged=bool(converged), metrics=metrics, y_mean=rows.y_mean, y_scale=rows.y_scale)
+    meta["alpha"] = float(est.alpha if network else est.alpha_)
+    if spec is not None:
+        meta.update(est._model_spec().settings())
+    return meta
+
+
+def _save(out, engine, est, rows, names, model, network, table, diagnostics, meta, say):
+    """Write the draws and ``meta`` to ``out`` (netCDF with ``engine``, else
+    ``.npz``); returns the path written."""
+    regression = model not in CLASSIFIERS
+    if engine is not None:
+        _save_netcdf(out, engine, est, rows.X_tr, rows.t_tr if regression else rows.y_tr,
+                     names, rows.x_mean, rows.x_scale, meta)
+        say(f"Saved the draws, log likelihood and metadata to {out} (ArviZ "
+            "InferenceData, netCDF)")
+        return out
     if network:
-        table = None
-        converged, diagnostics = _report_network(est, X_tr, y_tr, seconds, standardize, say)
+        arrays = _network_arrays(est, diagnostics, meta)
     else:
-        table, converged = _report_linear(est, names, spec, standardize, seconds, say)
-        diagnostics = None
-
-    metrics = {}
-    if X_te is not None:
-        say()
-        if model in CLASSIFIERS:
-            proba = est.predict_proba(X_te)
-            metrics = dict(
-                accuracy=float(accuracy_score(y_te, est.classes_[proba.argmax(axis=1)])),
-                log_loss=float(log_loss(y_te, proba, labels=est.classes_)))
-            say(f"Held-out: accuracy {metrics['accuracy']:.4f}, log-loss "
-                f"{metrics['log_loss']:.4f} (posterior predictive, {len(y_te):,} rows)")
-        else:
-            mean = est.predict(X_te)
-            lpd = _log_predictive_density(est, X_te, t_te) - np.log(y_scale)
-            metrics = dict(rmse=float(y_scale * np.sqrt(np.mean((mean - t_te) ** 2))),
-                           mean_log_predictive_density=float(lpd.mean()))
-            say(f"Held-out: RMSE {metrics['rmse']:.4g}, mean log predictive density "
-                f"{metrics['mean_log_predictive_density']:.4f} ({len(y_te):,} rows"
-                + (", original target units)" if standardize and spec.standardize_target
-                   else ")"))
-
-    if out is not None:
-        meta = dict(
-            skbayes_sg_version=__version__, data=str(data),
-            format="libsvm" if libsvm else "csv", target=target, model=model,
-            estimator=type(est).__name__, params=_jsonable(est.get_params()),
-            test_size=test_size, split_seed=seed, standardize=bool(standardize),
-            n_train=int(X_tr.shape[0]), n_test=int(0 if X_te is None else X_te.shape[0]),
-            step_size=est.step_size_, n_grad_evals=int(est.n_grad_evals_),
-            sampling_time=getattr(est, "sampling_time_", None), fit_time=seconds,
-            converged=bool(converged), metrics=metrics, y_mean=y_mean, y_scale=y_scale)
-        meta["alpha"] = float(est.alpha if network else est.alpha_)
-        if spec is not None:
-            meta.update(est._model_spec().settings())
-        if engine is not None:
-            _save_netcdf(out, engine, est, X_tr, t_tr if regression else y_tr,
-                         names, x_mean, x_scale, meta)
-            say(f"Saved the draws, log likelihood and metadata to {out} (ArviZ "
-                "InferenceData, netCDF)")
-            return dict(estimator=est, summary=table, metrics=metrics, converged=converged,
-                        out=out)
-        if network:
-            arrays = _network_arrays(est, diagnostics, meta)
-        else:
-            arrays = dict(
-                coef_samples=est.coef_samples_, intercept_samples=est.intercept_samples_,
-                summary_values=np.asarray(table.values, dtype=np.float64),
-                summary_index=np.array([str(i) for i in table.index], dtype=str),
-                summary_columns=np.array([str(c) for c in table.columns], dtype=str))
-        arrays.update(feature_names=np.array(names, dtype=str), x_mean=x_mean,
-                      x_scale=x_scale, metadata=np.array(json.dumps(meta)))
-        if model in CLASSIFIERS:
-            classes = np.asarray(est.classes_)
-            arrays["classes"] = classes.astype(str) if classes.dtype == object else classes
-        np.savez(out, **arrays)
-        if not str(out).endswith(".npz"):
-            out = str(out) + ".npz"   # numpy.savez appends the suffix
-        say(f"Saved the draws and metadata to {out}")
-    result = dict(estimator=est, summary=table, metrics=metrics, converged=converged, out=out)
-    if network:
-        result["diagnostics"] = diagnostics
-    return result
+        arrays = dict(
+            coef_samples=est.coef_samples_, intercept_samples=est.intercept_samples_,
+            summary_values=np.asarray(table.values, dtype=np.float64),
+            summary_index=np.array([str(i) for i in table.index], dtype=str),
+            summary_columns=np.array([str(c) for c in table.columns], dtype=str))
+    arrays.update(feature_names=np.array(names, dtype=str), x_mean=rows.x_mean,
+                  x_scale=rows.x_scale, metadata=np.array(json.dumps(meta)))
+    if model in CLASSIFIERS:
+        classes = np.asarray(est.classes_)
+        arrays["classes"] = classes.astype(str) if classes.dtype == object else classes
+    np.savez(out, **arrays)
+    if not str(out).endswith(".npz"):
+        out = str(out) + ".npz"   # numpy.savez appends the suffix
+    say(f"Saved the draws and metadata to {out}")
+    return out
 
 
 def _report_linear(est, names, spec, standardize, seconds, say):

@@ -127,7 +127,7 @@ def test_linear_estimators_read_the_specs(Est):
 #: pass; each is to be split, and then removed from here
 MAX_FUNCTION_LINES, MAX_CLASS_LINES = 80, 400
 OVERSIZED = {
-    "_cli_fit.add_arguments": 84, "_cli_fit.fit_file": 215,
+    "_cli_fit.add_arguments": 84,
     "_sampling._runner._run_chain": 94, "_sampling._schedule._sample": 87,
     "diagnostics._arviz.to_inference_data": 143, "diagnostics._ksd.ksd": 108,
     "diagnostics._loo.loo": 142, "linear_model._ridge._maximise_evidence": 104,
@@ -157,6 +157,8 @@ def test_no_new_oversized_function_or_class_and_none_grows():
     assert not new, f"over {MAX_FUNCTION_LINES} lines (function) / {MAX_CLASS_LINES} (class): {new}"
     grown = {k: (v, OVERSIZED[k]) for k, v in found.items() if v > OVERSIZED.get(k, v)}
     assert not grown, f"grew past their recorded size: {grown}"
+    split = set(OVERSIZED) - set(found)
+    assert not split, f"now within the rule: remove {split} from OVERSIZED"
     assert "_base.BaseSGMCMC" not in found and "_setup.SetupPolicy" not in found
 
 
