@@ -1,0 +1,108 @@
+"""The set-up policy (``skbayes_sg/_setup.py``) and the starts (``_starts.py``)
+on their own, without a fit.
+
+``SetupPolicy`` is made from a snapshot of the estimator's parameters and
+resolves every ``"auto"`` setting of one fit into a ``FitSetup``: it reads
+the estimator through nothing else, so a change to the estimator after the
+policy was made does not reach it, and resolving writes nothing into the
+estimator.  What it resolves is checked here on small contexts against
+what the user guide says the defaults do; the statistical consequences are
+tested through fits elsewhere (``test_metric.py``, ``test_high_dim.py``).
+"""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skbayes_sg import SGMCMCLogisticRegression
+from skbayes_sg._sampling._glm import GLM, LOGISTIC
+from skbayes_sg._setup import (AUTO_BUDGET_PASSES, FitSetup, SetupPolicy, plan_rounds,
+                               row_flops, target_ess_for)
+from skbayes_sg._starts import divergence_bounds, start_points
+
+
+def _logistic(n=300, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (rng.random(n) < 1 / (1 + np.exp(-X @ rng.normal(size=d)))).astype(float)
+    return X, y
+
+
+def _context(est, X, y):
+    return est._fit_context(X, y, GLM(LOGISTIC, 1), None)
+
+
+def test_the_policy_is_a_snapshot_of_the_parameters():
+    X, y = _logistic()
+    est = SGMCMCLogisticRegression(sampler="sghmc", random_state=0)
+    policy = est._setup_policy()
+    ctx = _context(est, X, y)
+    before = dict(vars(est))
+    est.set_params(sampler="sgld")                  # after the snapshot
+    setup = policy.resolve(ctx)
+    assert isinstance(setup, FitSetup) and setup.sampler == "sghmc"
+    est.set_params(sampler="sghmc")
+    assert vars(est) == before                      # resolving wrote nothing into it
+
+
+def test_the_defaults_resolve_as_the_user_guide_says():
+    X, y = _logistic()
+    est = SGMCMCLogisticRegression(random_state=0)
+    setup = est._setup_policy().resolve(_context(est, X, y))
+    # a small problem: exact gradients, HMC in the dense Laplace metric, Metropolis
+    assert (setup.sampler, setup.subsampling, setup.metric["kind"], setup.metropolis) == (
+        "sghmc-leapfrog", "full", "dense", True)
+    # the identity metric: SGLD with uniform minibatches, no correction
+    est = SGMCMCLogisticRegression(metric="identity", random_state=0)
+    setup = est._setup_policy().resolve(_context(est, X, y))
+    assert (setup.sampler, setup.subsampling, setup.metropolis) == ("sgld", "uniform", False)
+    assert setup.sampler_config["step_size"] > 0
+
+
+def test_a_setting_that_cannot_act_is_refused_before_any_work():
+    X, y = _logistic()
+    est = SGMCMCLogisticRegression(sampler="sgld", friction=2.0)
+    ctx = _context(est, X, y)
+    with pytest.raises(ValueError, match="friction=2.0 has no effect with sampler='sgld'"):
+        est._setup_policy().resolve(ctx)
+    assert ctx.n_grad_evals == 0 and not ctx.has_mode()
+
+
+def test_starts_are_overdispersed_laplace_draws_within_the_bounds():
+    X, y = _logistic()
+    est = SGMCMCLogisticRegression(random_state=0)
+    ctx = _context(est, X, y)
+    policy = est._setup_policy()
+    setup = policy.resolve(ctx)
+    seeds = np.random.SeedSequence(0).spawn(5)
+    starts = start_points(policy, ctx, setup, seeds)
+    assert len(starts) == 4
+    z = np.array(starts)
+    # whitened coordinates: twice N(0, I), truncated at 3 sds
+    assert np.all(np.abs(z) <= 6.0) and 1.3 < z.std() < 2.7
+    bounds = divergence_bounds(policy, ctx, setup, starts)
+    assert bounds["max_abs_z"] >= 2.0 * np.abs(z).max()
+
+
+def test_the_automatic_budget_is_flops_and_their_seconds():
+    X, y = _logistic(n=2000, d=30)
+    est = SGMCMCLogisticRegression(random_state=0)
+    ctx = _context(est, X, y)
+    policy = est._setup_policy()
+    setup = policy.resolve(ctx)
+    plan = plan_rounds(policy.p, ctx, setup, continuing=False)
+    assert AUTO_BUDGET_PASSES[0] <= plan.max_passes <= AUTO_BUDGET_PASSES[1]
+    assert plan.auto_seconds >= 10.0 * 0.99
+    assert plan.target_ess == target_ess_for("auto", ctx.dim)
+    assert row_flops(ctx) == pytest.approx(2.0 * 30)
+    given = plan_rounds(est.set_params(max_passes=500)._setup_policy().p, ctx, setup, False)
+    assert given.max_passes == 500 and given.auto_seconds is None
+
+
+def test_sparse_rows_take_the_lazy_path_in_the_identity_metric():
+    rng = np.random.default_rng(1)
+    X = sp.random(2000, 3000, density=2 / 3000, format="csr", random_state=2,
+                  data_rvs=lambda k: rng.normal(size=k))
+    y = (rng.random(2000) < 0.5).astype(float)
+    est = SGMCMCLogisticRegression(metric="identity", batch_size=10, random_state=0)
+    setup = est._setup_policy().resolve(_context(est, X, y))
+    assert setup.notes["lazy"] and setup.sampler == "sgld"
