@@ -199,6 +199,12 @@ def add_arguments(parser):
                              "scaled, not centred); ridge also standardises the target and "
                              "reports metrics in its original units (poisson counts are "
                              "left as they are)")
+    _add_run_arguments(parser)
+
+
+def _add_run_arguments(parser):
+    """The hand-written options of the run's length, start, step and output,
+    then the generated ones (every other estimator parameter)."""
     parser.add_argument("--n-samples", type=_auto_or(int), default="auto", dest="n_samples",
                         help="draws kept per chain, or 'auto' (default): until the effective "
                              "sample size reaches its target (--model mlp: its default, 100)")
