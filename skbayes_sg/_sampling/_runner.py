@@ -453,16 +453,16 @@ def run_chain(X, y, spec, state, n_steps, thin=1, keep=True, adapt=None, chain_i
         control.leave()
 
 
-def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, log_sizes,
-               control, sink=None):
-    t0 = time.perf_counter()
-    # the main thread (n_jobs=1) runs Ctrl-C's handler from within the loop
-    stop = StopPoll(None if control is None else control.flag)
+def _build_chain(X, y, spec, state):
+    """A chain's kernels from its spec and saved state: its random stream,
+    parameters, problem, gradient estimator (its tables restored), dynamics
+    (its auxiliary state restored, or drawn), oracle and, for sparse rows
+    with a lazy kernel, the lazy chain (one for all segments: its
+    coordinates are brought up to date at kept draws and once at the end)."""
     bitgen = np.random.PCG64()
     bitgen.state = state["bit_generator"]
     generator = np.random.Generator(bitgen)
     theta = np.array(state["theta"], dtype=np.float64)
-
     problem = Problem(RowData(X, spec.fit_intercept), y, spec.model, spec.n_outputs,
                       spec.model_params, spec.sample_weight)
     estimator = SUBSAMPLINGS[spec.subsampling].build(problem, spec.subsampling_config)
@@ -475,10 +475,18 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
                          metric, spec.metropolis)
     # sparse rows and a linear recursion off the minibatch: O(nnz) lazy steps
     lazy = spec.lazy and lazy_supported(estimator, dynamics, metric, spec.ewsg_chain_length)
-    # one kernel for all segments: its coordinates are brought up to date at
-    # kept draws and once at the end, not between segments
     kernel = (LazyChain(estimator, spec.alpha, metric, dynamics, theta,
                        generator.integers(2 ** 63)) if lazy else None)
+    return bitgen, theta, problem, estimator, dynamics, oracle, kernel
+
+
+def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, log_sizes,
+               control, sink=None):
+    t0 = time.perf_counter()
+    # the main thread (n_jobs=1) runs Ctrl-C's handler from within the loop
+    stop = StopPoll(None if control is None else control.flag)
+    bitgen, theta, problem, estimator, dynamics, oracle, kernel = _build_chain(X, y, spec, state)
+    lazy = kernel is not None
     adapt = adapt or {}
     if "start" in adapt:
         dynamics.start_adaptation(adapt["start"], adapt.get("max_step"))
