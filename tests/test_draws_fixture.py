@@ -76,6 +76,11 @@ def _cases():
         cases[f"logistic/sgld/uniform/{access}"] = (
             lambda a=access: SGMCMCLogisticRegression(sampler="sgld", subsampling="uniform",
                                                       access=a, **SHORT), X, y_binary)
+    # the ESS-driven rounds and the automatic warm-up (n_samples, n_warmup "auto")
+    cases["logistic/auto/auto/ess"] = (lambda: SGMCMCLogisticRegression(
+        target_ess=60, n_chains=2, random_state=0), X, y_binary)
+    cases["logistic/baoab/cv-preferential/ess"] = (lambda: SGMCMCLogisticRegression(
+        subsampling="cv-preferential", target_ess=60, n_chains=2, random_state=0), X, y_binary)
     cases["ridge/auto/auto"] = (lambda: SGMCMCRidge(**SHORT), X, y_real)
     cases["ridge/baoab/cv-preferential"] = (
         lambda: SGMCMCRidge(sampler="baoab", subsampling="cv-preferential", **SHORT), X, y_real)

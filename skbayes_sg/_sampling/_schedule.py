@@ -576,13 +576,8 @@ def _sample(pool, plan, out):
         out.ess, out.rhat, out.distinct = sampling_diagnostics(store.draws(), pool.n_jobs, out)
         return store, batch_sizes()
 
-    m = pool.n_chains
     target = float(plan.target_ess)
-    # the first round aims below the target (the predicted autocorrelation is
-    # rough; overshooting wastes more than a second round costs), the next
-    # ones at it, from the effective draws per step measured so far
-    steps = max(100, int(np.ceil(FIRST_ROUND * target * max(plan.iat, 1.0) / m)))
-    steps = int(np.ceil(steps / thin) * thin)
+    steps = _first_round(plan, pool.n_chains, thin)
     # the rounds' predicted total (the first aims at FIRST_ROUND of it)
     pool.plan_phase("sampling", int(np.ceil(steps / FIRST_ROUND)))
     to_target = steps       # steps predicted to reach the target (past the round's cap)
@@ -619,18 +614,36 @@ def _sample(pool, plan, out):
             if left < max(thin, 0.1 * kept * thin):
                 break
             out.budget_exhausted = False
-        if min_ess < target:
-            more = kept * (target / max(min_ess, 1.0) - 1.0) * 1.1
-        else:  # enough draws but the chains still disagree
-            more = 0.5 * kept
-        to_target = int(np.ceil(more * thin))
-        steps = int(np.ceil(max(min(more, MAX_ROUND_GROWTH * kept), MIN_ROUND * kept, 25)
-                            * thin))
+        steps, to_target = _next_round(min_ess, target, kept, thin)
         pool.plan_phase("sampling", steps)
     else:
         out.budget_exhausted = True
     account()
     return store, batch_sizes()
+
+
+def _first_round(plan, n_chains, thin):
+    """The first sampling round's steps: it aims below the target (the
+    predicted autocorrelation is rough; overshooting wastes more than a
+    second round costs), the next ones at it, from the effective draws per
+    step measured so far."""
+    steps = max(100, int(np.ceil(FIRST_ROUND * float(plan.target_ess) * max(plan.iat, 1.0)
+                                 / n_chains)))
+    return int(np.ceil(steps / thin) * thin)
+
+
+def _next_round(min_ess, target, kept, thin):
+    """``(steps, steps to the target)`` of the next round, after ``kept``
+    draws a chain gave ``min_ess``: the missing effective draws at the pace
+    measured (10% more), within ``MIN_ROUND`` and ``MAX_ROUND_GROWTH`` times
+    the draws so far; half as many again when only R-hat failed."""
+    if min_ess < target:
+        more = kept * (target / max(min_ess, 1.0) - 1.0) * 1.1
+    else:  # enough draws but the chains still disagree
+        more = 0.5 * kept
+    to_target = int(np.ceil(more * thin))
+    steps = int(np.ceil(max(min(more, MAX_ROUND_GROWTH * kept), MIN_ROUND * kept, 25) * thin))
+    return steps, to_target
 
 
 def _ends_in_time(pool, plan, steps, evals0, steps0, t0):
