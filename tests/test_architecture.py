@@ -130,7 +130,7 @@ OVERSIZED = {
     "diagnostics._arviz.to_inference_data": 143, "diagnostics._ksd.ksd": 108,
     "diagnostics._loo.loo": 142, "linear_model._ridge._maximise_evidence": 104,
     "neural_network._mlp._fit": 121, "neural_network._mlp.to_inference_data": 100,
-    "_sampling._context.FitContext": 859, "neural_network._mlp.SGMCMCMLPClassifier": 1287,
+    "neural_network._mlp.SGMCMCMLPClassifier": 1287,
     "neural_network._torch_sampler.ChainRunner": 456,
 }
 

@@ -17,8 +17,9 @@ from numpy.testing import assert_allclose
 
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge
 from skbayes_sg import _setup, _starts
-from skbayes_sg._sampling import _context
-from skbayes_sg._sampling._context import FitContext, _sparse_row_forms
+from skbayes_sg._sampling import _context, _curvature, _row_algebra, _row_noise
+from skbayes_sg._sampling._context import FitContext
+from skbayes_sg._sampling._row_algebra import _sparse_row_forms
 from skbayes_sg._sampling._spectrum import largest_eigenvalue
 from skbayes_sg._sampling._glm import GAUSSIAN, GLM, LOGISTIC, POISSON, SOFTMAX
 
@@ -109,7 +110,7 @@ def test_long_row_paths_agree_with_dense(model, fit_intercept, weighted, monkeyp
     theta = csr.mode()
     H = dense.hessian(theta)
     _, g = dense.potential_and_grad(theta)
-    assert np.sqrt(g @ np.linalg.solve(H, g)) <= _context.MODE_TOL_SD
+    assert np.sqrt(g @ np.linalg.solve(H, g)) <= _row_algebra.MODE_TOL_SD
     assert_allclose(csr.hessian_at(theta), H, **TIGHT)
     assert np.max(np.abs(theta - dense.mode()) / np.sqrt(np.diag(np.linalg.inv(H)))) < 0.01
     _, L = dense.laplace_metric("dense")
@@ -164,7 +165,7 @@ def test_compiled_forms_take_any_csr_layout(index_dtype):
     dense = X.astype(np.float64).toarray()       # repeats summed (in float64)
     w = rng.uniform(0.5, 2.0, n)
     for fit_intercept in (False, True):
-        G = _context._sparse_gram(X, w, fit_intercept)
+        G = _row_algebra._sparse_gram(X, w, fit_intercept)
         Xe = np.hstack([dense, np.ones((n, 1))]) if fit_intercept else dense
         assert_allclose(G, Xe.T @ (w[:, None] * Xe), rtol=1e-12, atol=1e-12)
         assert_allclose(G, G.T, rtol=0, atol=0)
@@ -206,7 +207,7 @@ def test_csr_fit_densifies_no_row(monkeypatch):
     X, y = _text_like(d=300)               # rows of 20: the pairs of non-zeros
     X3, y3 = _text_like(classes=3, seed=1)  # of 60 columns: the products
     n = X.shape[0]
-    real_dense_ext = _context._dense_ext
+    real_dense_ext = _row_algebra._dense_ext
 
     def no_sparse(Xc, fit_intercept):
         assert not sp.issparse(Xc), "a CSR row block was densified"
@@ -220,7 +221,8 @@ def test_csr_fit_densifies_no_row(monkeypatch):
             return real(self, *args, **kwargs)
         return method
 
-    monkeypatch.setattr(_context, "_dense_ext", no_sparse)
+    for module in (_context, _curvature, _row_noise):   # every reader of _dense_ext
+        monkeypatch.setattr(module, "_dense_ext", no_sparse)
     for name in ("toarray", "todense"):
         monkeypatch.setattr(sp.csr_matrix, name, guarded(name))
     with pytest.raises(AssertionError):

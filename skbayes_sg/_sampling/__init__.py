@@ -19,7 +19,9 @@ model, with any gradient estimator, moved by any dynamics, in any metric.
 
 Around them: the names, constraints and documentation of every sampler and
 subsampling (``_specs``) and the registries built from them
-(``_registry``); the fit's set-up (``_context``: mode, Hessians, metric);
+(``_registry``); the fit's set-up (``_context``: data and mode, with its
+curvature in ``_curvature``, its noise model in ``_row_noise`` and their row
+algebra in ``_row_algebra``);
 the error model that sets steps and batches (``_error_model``); the chain
 driver (``_chain``: prior, EWSG index chain, nogil loop), the runner of
 chains as picklable tasks (``_runner``) and the schedule of warm-up and
