@@ -5,41 +5,25 @@ torch is imported lazily, inside :meth:`SGMCMCMLPClassifier.fit`,
 module imports without torch installed.
 """
 
-import importlib
 import math
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, validate_data
 
+from ._backend import _import_torch_backend
+from ._network_posterior import NetworkPosteriorMixin
+from ._network_settings import NetworkSettingsMixin
 from ._schedules import schedule_plan
 from .._sampling._runner import FitProgress, interrupt_note, progress_guard
-from .._sampling._specs import (
-    DYNAMICS,
-    ESTIMATORS,
-    NETWORK,
-    dynamics_for,
-    estimators_for,
-    hyperparameter_constraints,
-    hyperparameter_doc,
-    ineffective_settings,
-    sampler_doc,
-    sampler_owners,
-)
+from .._sampling._specs import (DYNAMICS, NETWORK, dynamics_for, estimators_for,
+                                hyperparameter_constraints, hyperparameter_doc, sampler_doc)
 
 __all__ = ["SGMCMCMLPClassifier"]
-
-# friction="auto": the momentum decay h * gamma per step of the underdamped
-# dynamics (the momentum-SGD analogue of momentum 0.9; for SGNHT, h A).
-# step_size="auto" is each spec's ``network_learning_rate``.
-_AUTO_MOMENTUM_DECAY = 0.1
-
 
 # n_warmup="auto" / thin="auto": at least MIN_WARMUP_STEPS warm-up steps and a
 # thinning of MIN_THIN, and on data big enough that those are few passes,
@@ -65,34 +49,45 @@ def _auto_length(value, minimum, n_rows, rows_per_unit):
 DIAGNOSTIC_ROWS = 1000
 
 
-_TORCH_HINT = (
-    "SGMCMCMLPClassifier needs PyTorch; install it with "
-    "'pip install \"skbayes_sg[torch]\"'."
-)
+#: the network estimator's parameter constraints (scikit-learn's validation)
+_CONSTRAINTS = {
+    "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+    "activation": [StrOptions({"identity", "logistic", "tanh", "relu"})],
+    "sampler": [StrOptions(set(dynamics_for(NETWORK)))],
+    "subsampling": [StrOptions(set(estimators_for(NETWORK)))],
+    "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+    "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+    "n_samples": [Interval(Integral, 1, None, closed="left")],
+    "n_warmup": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
+    "thin": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+    "n_chains": [Interval(Integral, 1, None, closed="left")],
+    "alpha": [Interval(Real, 0, None, closed="neither")],
+    "prior": [StrOptions({"fan_in", "isotropic"})],
+    "prior_scale": [Interval(Real, 0, None, closed="neither"), "array-like"],
+    "prior_bias_scale": [Interval(Real, 0, None, closed="neither")],
+    "hyperprior": [None, tuple, list],
+    "schedule": [StrOptions({"constant", "cyclical", "polynomial"})],
+    "n_cycles": [Interval(Integral, 1, None, closed="left")],
+    "exploration_fraction": [Interval(Real, 0, 1, closed="left")],
+    "power_t": [Interval(Real, 0, None, closed="left")],
+    "temperature": [Interval(Real, 0, None, closed="neither")],
+    "class_weight": [StrOptions({"balanced"}), dict, None],
+    **hyperparameter_constraints(),  # friction, inv_mass, n_leapfrog
+    "ewsg_chain_length": [Interval(Integral, 1, None, closed="left")],
+    "snapshot_period": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+    "map_epochs": [Interval(Integral, 0, None, closed="left")],
+    "map_learning_rate": [Interval(Real, 0, None, closed="neither")],
+    "max_draws_in_memory": [Interval(Integral, 1, None, closed="left")],
+    "device": [str],
+    "dtype": [StrOptions({"float32", "float64"})],
+    "random_state": ["random_state"],
+    "verbose": ["verbose"],
+    "warm_start": ["boolean"],
+}
 
 
-def _same(a, b):
-    """Whether a parameter value equals a default (numbers, sequences, None)."""
-    if a is None or b is None:
-        return a is b
-    try:
-        return bool(np.array_equal(np.asarray(a, dtype=np.float64),
-                                   np.asarray(b, dtype=np.float64)))
-    except (TypeError, ValueError):
-        return a == b
-
-
-def _import_torch_backend():
-    """Import torch and the private torch kernels, with a helpful error."""
-    try:
-        importlib.import_module("torch")
-    except ImportError as exc:  # pragma: no cover - exercised without torch
-        raise ImportError(_TORCH_HINT) from exc
-    return importlib.import_module("._torch_sampler", __package__)
-
-
-class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
-    """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
+#: the estimator's docstring ({sampler_doc}-style places filled from the specs)
+_DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
 
     The weights of layer ``l`` of a fully connected network get the prior
     ``N(0, prior_scale^2 / fan_in_l)`` and its biases ``N(0,
@@ -437,40 +432,11 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
     (2, 3)
     """
 
-    _parameter_constraints: dict = {
-        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
-        "activation": [StrOptions({"identity", "logistic", "tanh", "relu"})],
-        "sampler": [StrOptions(set(dynamics_for(NETWORK)))],
-        "subsampling": [StrOptions(set(estimators_for(NETWORK)))],
-        "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
-        "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
-        "n_warmup": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
-        "thin": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "n_chains": [Interval(Integral, 1, None, closed="left")],
-        "alpha": [Interval(Real, 0, None, closed="neither")],
-        "prior": [StrOptions({"fan_in", "isotropic"})],
-        "prior_scale": [Interval(Real, 0, None, closed="neither"), "array-like"],
-        "prior_bias_scale": [Interval(Real, 0, None, closed="neither")],
-        "hyperprior": [None, tuple, list],
-        "schedule": [StrOptions({"constant", "cyclical", "polynomial"})],
-        "n_cycles": [Interval(Integral, 1, None, closed="left")],
-        "exploration_fraction": [Interval(Real, 0, 1, closed="left")],
-        "power_t": [Interval(Real, 0, None, closed="left")],
-        "temperature": [Interval(Real, 0, None, closed="neither")],
-        "class_weight": [StrOptions({"balanced"}), dict, None],
-        **hyperparameter_constraints(),  # friction, inv_mass, n_leapfrog
-        "ewsg_chain_length": [Interval(Integral, 1, None, closed="left")],
-        "snapshot_period": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "map_epochs": [Interval(Integral, 0, None, closed="left")],
-        "map_learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "max_draws_in_memory": [Interval(Integral, 1, None, closed="left")],
-        "device": [str],
-        "dtype": [StrOptions({"float32", "float64"})],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-        "warm_start": ["boolean"],
-    }
+
+class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkPosteriorMixin, ClassifierMixin,
+                          BaseEstimator):
+
+    _parameter_constraints: dict = _CONSTRAINTS
 
     def __init__(
         self,
@@ -544,199 +510,6 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
-
-    # ------------------------------------------------------------------
-    # validation helpers
-    # ------------------------------------------------------------------
-    def _check_params(self):
-        """Validate the parameters (constraints plus the explained refusals)."""
-        sub = self.subsampling
-        refusal = ESTIMATORS[sub].network_refusal if isinstance(sub, str) \
-            and sub in ESTIMATORS else None
-        if refusal:
-            raise ValueError(
-                f"subsampling={sub!r} is not available for SGMCMCMLPClassifier: "
-                f"{refusal}. "
-                f"Use one of {', '.join(repr(n) for n in estimators_for(NETWORK))}."
-            )
-        self._validate_params()
-        self._check_parameters_act()
-        self._check_prior_and_schedule()
-        hidden = self.hidden_layer_sizes
-        if isinstance(hidden, Integral):
-            hidden = [hidden]
-        hidden = list(hidden)
-        if not all(isinstance(h, Integral) and not isinstance(h, bool) and h > 0
-                   for h in hidden):
-            raise ValueError(
-                "hidden_layer_sizes must contain only positive integers, got "
-                f"{self.hidden_layer_sizes!r}."
-            )
-        return tuple(int(h) for h in hidden)
-
-    def _check_prior_and_schedule(self):
-        """The prior and schedule settings must act: refuse those that the
-        chosen ``prior`` / ``schedule`` would ignore, naming the fix."""
-        defaults = type(self)().get_params(deep=False)
-        if self.prior == "isotropic":
-            for name in ("prior_scale", "prior_bias_scale", "hyperprior"):
-                if not _same(getattr(self, name), defaults[name]):
-                    raise ValueError(
-                        f"{name}={getattr(self, name)!r} applies to prior='fan_in'; with "
-                        f"prior='isotropic' every weight and bias is N(0, 1/alpha). Set "
-                        f"prior='fan_in', or leave {name} at its default "
-                        f"({defaults[name]!r}).")
-        elif not _same(self.alpha, defaults["alpha"]):
-            raise ValueError(
-                f"alpha={self.alpha!r} sets the isotropic prior N(0, 1/alpha), which is "
-                f"not the prior in use (prior={self.prior!r}, weights N(0, "
-                "prior_scale**2 / fan_in)). Pass prior='isotropic' to use alpha, or set "
-                "prior_scale instead.")
-        if self.hyperprior is not None:
-            hp = self.hyperprior
-            ok = (isinstance(hp, (tuple, list)) and len(hp) == 2
-                  and all(isinstance(v, Real) and not isinstance(v, bool)
-                          and np.isfinite(v) and v > 0 for v in hp))
-            if not ok:
-                raise ValueError(
-                    "hyperprior must be None or a pair (shape, rate) of positive finite "
-                    f"numbers (a Gamma prior on each layer's precision), got {hp!r}; e.g. "
-                    "hyperprior=(1.0, 1.0).")
-        if self.schedule != "cyclical":
-            for name in ("n_cycles", "exploration_fraction"):
-                if not _same(getattr(self, name), defaults[name]):
-                    raise ValueError(
-                        f"{name}={getattr(self, name)!r} applies to schedule='cyclical', "
-                        f"not schedule={self.schedule!r}; set schedule='cyclical' or leave "
-                        f"{name} at its default ({defaults[name]!r}).")
-        elif self.n_cycles > self.n_samples:
-            raise ValueError(
-                f"schedule='cyclical' keeps at least one draw per cycle, so n_cycles "
-                f"({self.n_cycles}) must not exceed n_samples ({self.n_samples}); lower "
-                "n_cycles or raise n_samples.")
-        if self.schedule != "polynomial" and not _same(self.power_t, defaults["power_t"]):
-            raise ValueError(
-                f"power_t={self.power_t!r} applies to schedule='polynomial', not "
-                f"schedule={self.schedule!r}; set schedule='polynomial' or leave power_t "
-                f"at its default ({defaults['power_t']!r}).")
-
-    def _prior_layers(self, layer_sizes):
-        """``[(weight scale s, bias scale s_b)]`` per layer for the fan-in
-        prior (weights ``N(0, s^2 / fan_in)``, biases ``N(0, s_b^2)``), or None
-        for the isotropic prior."""
-        if self.prior == "isotropic":
-            return None
-        return [(s, float(self.prior_bias_scale))
-                for s in self._layer_scales(len(layer_sizes) - 1)]
-
-    def _layer_scales(self, n_layers):
-        """``prior_scale`` as one weight scale per layer (checked)."""
-        scales = np.atleast_1d(np.asarray(self.prior_scale, dtype=np.float64)).ravel()
-        if scales.size == 1:
-            scales = np.repeat(scales, n_layers)
-        if (scales.size != n_layers or not np.all(np.isfinite(scales))
-                or not np.all(scales > 0)):
-            raise ValueError(
-                f"prior_scale must be a positive number or one positive number per layer "
-                f"({n_layers} here: len(hidden_layer_sizes) + 1), got {self.prior_scale!r}.")
-        return [float(v) for v in scales]
-
-    def _log_prior(self, theta):
-        """Log prior density of draws ``theta`` (shape (..., n_params_)), up
-        to a constant; with a hyperprior, the marginal over the layers'
-        precisions (a multivariate Student t per layer)."""
-        theta = np.asarray(theta, dtype=np.float64)
-        if self.prior == "isotropic":
-            return -0.5 * float(self.alpha) * np.einsum("...k,...k->...", theta, theta)
-        sb = float(self.prior_bias_scale)
-        out = np.zeros(theta.shape[:-1])
-        pos = 0
-        for s, fi, fo in zip(self._layer_scales(self.n_layers_ - 1), self.layer_sizes_[:-1],
-                             self.layer_sizes_[1:]):
-            W = theta[..., pos:pos + fi * fo]
-            b = theta[..., pos + fi * fo:pos + fi * fo + fo]
-            ssw = np.einsum("...k,...k->...", W, W) * fi / (s * s)
-            if self.hyperprior is None:
-                out -= 0.5 * ssw
-            else:
-                a, rate = self.hyperprior
-                out -= (a + 0.5 * fi * fo) * np.log(rate + 0.5 * ssw)
-            out -= 0.5 * np.einsum("...k,...k->...", b, b) / (sb * sb)
-            pos += fi * fo + fo
-        return out
-
-    def _check_parameters_act(self):
-        """A sampler hyperparameter set away from its default must act on the
-        fit, or the fit is refused (a setting silently ignored is a wrong
-        answer given quietly); the owners are the specs'."""
-        problems = ineffective_settings(sampler_owners(), self, "sampler", self.sampler)
-        if problems:
-            raise ValueError(
-                "; ".join(problems) + ". Leave the parameter at its default, or choose "
-                "a sampler it applies to.")
-
-    def _resolve_device(self, torch):
-        """Map the ``device`` parameter to a torch device string."""
-        dev = self.device
-        if dev == "auto":
-            return "cuda" if torch.cuda.is_available() else "cpu"
-        if dev == "cpu":
-            return "cpu"
-        if dev == "cuda" or dev.startswith("cuda:"):
-            if not torch.cuda.is_available():
-                raise ValueError(
-                    f"device={dev!r} was requested but torch.cuda.is_available() is "
-                    "False (no GPU or a CPU-only torch build); use device='cpu' or "
-                    "device='auto'."
-                )
-            return dev
-        raise ValueError(
-            f"device must be 'cpu', 'cuda', 'cuda:<index>' or 'auto', got {dev!r}."
-        )
-
-    def _resolved_step(self, n_data):
-        """``(step_size, friction)`` for data of ``n_data`` rows, or total
-        weight ``n_data`` with row weights ("auto" resolved)."""
-        if self.step_size == "auto":
-            lr = DYNAMICS[self.sampler].network_learning_rate
-            # a second-order dynamics moves theta by ~h^2 g: lr is its h^2 n
-            h = (math.sqrt(lr / n_data) if DYNAMICS[self.sampler].second_order
-                 else lr / n_data)
-        else:
-            h = float(self.step_size)
-        gamma = _AUTO_MOMENTUM_DECAY / h if self.friction == "auto" else float(self.friction)
-        return h, gamma
-
-    def _sampler_params(self, batch_size, n_data):
-        h, gamma = self._resolved_step(n_data)
-        return {
-            "sampler": self.sampler,
-            "subsampling": self.subsampling,
-            "step_size": h,
-            "batch_size": int(batch_size),
-            # the fan-in prior's precisions are a vector the runner adds to
-            # every estimate; the dynamics' exact scalar term is then 0
-            "alpha": float(self.alpha) if self.prior == "isotropic" else 0.0,
-            "hyperprior": (None if self.hyperprior is None
-                           else tuple(float(v) for v in self.hyperprior)),
-            "temperature": float(self.temperature),
-            "friction": gamma,
-            "inv_mass": float(self.inv_mass),
-            "n_leapfrog": self.n_leapfrog,  # "auto" resolved by the runner
-            "ewsg_chain_length": int(self.ewsg_chain_length),
-            "snapshot_period": self.snapshot_period,
-            "map_epochs": int(self.map_epochs),
-            "map_learning_rate": float(self.map_learning_rate),
-            "verbose": int(bool(self.verbose)),
-        }
-
-    def _chain_seeds(self):
-        """One 63-bit torch seed per chain from ``random_state``."""
-        rng = check_random_state(self.random_state)
-        entropy = rng.randint(0, 2**32, size=4, dtype=np.uint64).tolist()
-        children = np.random.SeedSequence(entropy).spawn(int(self.n_chains))
-        return [int(c.generate_state(1, dtype=np.uint64)[0]) & ((1 << 63) - 1)
-                for c in children]
 
     # ------------------------------------------------------------------
     # fitting
@@ -924,8 +697,30 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         n_data = n_rows if weights is None else float(np.sum(weights))
         params = self._sampler_params(batch_size, n_data)
         params["prior_layers"] = self._prior_layers(net.layer_sizes)
-
         y_idx = np.searchsorted(classes, y)
+        tensors = self._tensors(torch, X, y_idx, weights, binary, device, dtype)
+        run = self._run_length(continuing, n_rows, batch_size)
+        draws, states, modes, counts, progress = self._run_chains(
+            backend, torch, net, tensors, params, run, device, dtype, continuing)
+        if append and continuing:
+            self.coef_samples_ = np.concatenate([self.coef_samples_, draws], axis=1)
+        else:
+            self.coef_samples_ = draws
+            # the rows of the convergence trace; partial_fit keeps its first ones
+            m = min(n_rows, DIAGNOSTIC_ROWS)
+            rows = (np.arange(m) * n_rows) // m
+            self._diagnostic_rows = (np.array(X[rows]), y_idx[rows])
+        self._store_fit(net, classes, states, modes, counts, run, params, device, batch_size,
+                        continuing)
+        if progress is not None:
+            from ..diagnostics._convergence import bulk_ess_and_rhat
+            ess, rhat = bulk_ess_and_rhat(self._convergence_draws()[0])
+            progress.finish(ess, rhat, note="on the log-likelihood and weight norms")
+        return self
+
+    def _tensors(self, torch, X, y_idx, weights, binary, device, dtype):
+        """The rows (without a copy where they already are what the chains
+        read), class indices and weights as tensors on ``device``."""
         X = np.asarray(X)
         if (device == "cpu" and X.dtype == np.dtype(self.dtype)
                 and X.flags.c_contiguous and X.flags.writeable):
@@ -937,7 +732,11 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         else:
             yt = torch.tensor(y_idx, dtype=torch.int64, device=device)
         wt = None if weights is None else torch.tensor(weights, dtype=dtype, device=device)
+        return Xt, yt, wt
 
+    def _run_length(self, continuing, n_rows, batch_size):
+        """The chains' saved states and seeds, and the run: warm-up steps,
+        draws, thinning and the step schedule (``n_warmup_``, ``thin_``)."""
         if continuing:
             states = self._chain_states
             seeds = [0] * len(states)
@@ -953,20 +752,29 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
             self.schedule, n_warmup=n_warmup, n_samples=n_keep, thin=thin,
             n_cycles=self.n_cycles, exploration_fraction=self.exploration_fraction,
             power_t=self.power_t)
+        return dict(states=states, seeds=seeds, n_warmup=n_warmup, n_keep=n_keep, thin=thin,
+                    n_steps=n_steps, step_factors=step_factors, keep=keep)
 
-        draws = np.empty((len(states), n_keep, net.n_params), dtype=np.float32)
+    def _run_chains(self, backend, torch, net, tensors, params, run, device, dtype,
+                    continuing):
+        """The chains, one after the other: ``(draws, states, modes, counts,
+        progress)`` with ``counts`` the gradient evaluations and EWSG's
+        acceptances, ``progress`` the progress line (verbose) or None."""
+        Xt, yt, wt = tensors
+        n_keep, n_steps, n_warmup = run["n_keep"], run["n_steps"], run["n_warmup"]
+        draws = np.empty((len(run["states"]), n_keep, net.n_params), dtype=np.float32)
         new_states, modes = [], []
         accepted = proposals = n_grad_evals = 0
         # one progress line for the chains (run one after the other) and a
         # final one with ESS and R-hat, as the linear estimators
-        progress = FitProgress(len(states), self.verbose) if self.verbose else None
+        progress = FitProgress(len(run["states"]), self.verbose) if self.verbose else None
         if progress is not None:
             progress.expect("warm-up and sampling" if n_warmup else "sampling", n_steps,
                             exact=True)
         # an interrupted fit changes nothing (a warm start continues as before)
         with torch.no_grad(), progress_guard(progress), \
                 interrupt_note(type(self).__name__, continuing):
-            for c, (saved, seed) in enumerate(zip(states, seeds)):
+            for c, (saved, seed) in enumerate(zip(run["states"], run["seeds"])):
                 gen = torch.Generator(device=device)
                 gen.manual_seed(seed)
                 runner = backend.ChainRunner(net, Xt, yt, params, gen, weights=wt)
@@ -977,35 +785,32 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
                 if self.subsampling == "cv":
                     modes.append(runner.state["anchor"].float().cpu().numpy())
                 out = torch.empty((n_keep, net.n_params), dtype=dtype)
-                runner.run(n_steps, n_warmup=n_warmup, thin=thin, samples=out,
-                           step_factors=step_factors, keep=keep,
+                runner.run(n_steps, n_warmup=n_warmup, thin=run["thin"], samples=out,
+                           step_factors=run["step_factors"], keep=run["keep"],
                            progress=progress)
                 draws[c] = out.float().numpy()
                 new_states.append(runner.dump_state())
                 n_grad_evals += runner.n_grad_evals
                 accepted += new_states[-1]["ewsg_accept"]
                 proposals += new_states[-1]["ewsg_proposals"]
+        return draws, new_states, modes, (n_grad_evals, accepted, proposals), progress
 
-        if append and continuing:
-            self.coef_samples_ = np.concatenate([self.coef_samples_, draws], axis=1)
-        else:
-            self.coef_samples_ = draws
-        if not (append and continuing):
-            # the rows of the convergence trace; partial_fit keeps its first ones
-            m = min(n_rows, DIAGNOSTIC_ROWS)
-            rows = (np.arange(m) * n_rows) // m
-            self._diagnostic_rows = (np.array(X[rows]), y_idx[rows])
-        self._chain_states = new_states
+    def _store_fit(self, net, classes, states, modes, counts, run, params, device,
+                   batch_size, continuing):
+        """The fit's attributes beside the draws."""
+        n_grad_evals, accepted, proposals = counts
+        binary = len(classes) == 2
+        self._chain_states = states
         self.classes_ = classes
         self.layer_sizes_ = net.layer_sizes
         self.n_layers_ = len(net.layer_sizes)
-        self.n_outputs_ = n_out
+        self.n_outputs_ = 1 if binary else len(classes)
         self.out_activation_ = "logistic" if binary else "softmax"
         self.n_params_ = net.n_params
         if not continuing:
             self.n_grad_evals_ = self.n_steps_ = 0
         self.n_grad_evals_ += n_grad_evals
-        self.n_steps_ += n_steps
+        self.n_steps_ += run["n_steps"]
         self.ewsg_acceptance_rate_ = (
             accepted / proposals if self.subsampling == "ewsg" and proposals else None
         )
@@ -1018,357 +823,6 @@ class SGMCMCMLPClassifier(ClassifierMixin, BaseEstimator):
         self.batch_size_ = int(batch_size)
         self.friction_ = (params["friction"]
                           if "friction" in DYNAMICS[self.sampler].hyperparameters else None)
-        if progress is not None:
-            from ..diagnostics._convergence import bulk_ess_and_rhat
-            ess, rhat = bulk_ess_and_rhat(self._convergence_draws()[0])
-            progress.finish(ess, rhat, note="on the log-likelihood and weight norms")
-        return self
-
-    # ------------------------------------------------------------------
-    # prediction
-    # ------------------------------------------------------------------
-    def predict_log_proba(self, X):
-        """Log of the Bayesian-model-average class probabilities.
-
-        ``log((1/D) sum_d p(y | x, theta_d))`` over the ``D`` draws in
-        ``coef_samples_`` (all chains), computed stably with log-sum-exp.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_rows, n_features)
-            Input data.
-
-        Returns
-        -------
-        ndarray of shape (n_rows, n_classes)
-            Log-probabilities, columns in the order of ``classes_``.
-        """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        backend = _import_torch_backend()
-        import torch
-
-        net = backend.MLPNet(self.layer_sizes_, self.activation, self.n_outputs_ == 1)
-        draws = np.ascontiguousarray(self.coef_samples_.reshape(-1, self.n_params_))
-        return backend.bma_log_proba(
-            net, draws, X, device=self._resolve_device(torch),
-            dtype=backend.torch_dtype(self.dtype),
-            max_draws=self.max_draws_in_memory,
-        )
-
-    def _draw_log_likelihood(self, X, y):
-        """``sum_i log p(y_i | x_i, theta)`` of the rows ``(X, y)`` under each
-        draw, shape ``(n_chains, n_kept)``: a scalar trace that, unlike the
-        weights, has no permutation symmetry (the command line's convergence
-        check). The labels must be in ``classes_``."""
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        y = np.asarray(y)
-        if not np.all(np.isin(y, self.classes_)):
-            raise ValueError("y contains labels not in classes_.")
-        return self._rows_log_likelihood(X, np.searchsorted(self.classes_, y))
-
-    def _rows_log_likelihood(self, X, y_idx):
-        """:meth:`_draw_log_likelihood` of validated rows and class indices."""
-        backend = _import_torch_backend()
-        import torch
-
-        net = backend.MLPNet(self.layer_sizes_, self.activation, self.n_outputs_ == 1)
-        draws = np.ascontiguousarray(self.coef_samples_.reshape(-1, self.n_params_))
-        ll = backend.draws_log_likelihood(
-            net, draws, X, y_idx, device=self._resolve_device(torch),
-            dtype=backend.torch_dtype(self.dtype), max_draws=self.max_draws_in_memory)
-        return ll.reshape(self.coef_samples_.shape[:2])
-
-    def _pointwise_log_proba(self, X):
-        """Yield ``(draws slice, rows slice, log_proba)`` with ``log_proba``
-        of shape (draws, rows, n_classes), float64: every draw's class
-        log-probabilities, in the memory-bounded blocks of the prediction."""
-        backend = _import_torch_backend()
-        import torch
-
-        net = backend.MLPNet(self.layer_sizes_, self.activation, self.n_outputs_ == 1)
-        draws = np.ascontiguousarray(self.coef_samples_.reshape(-1, self.n_params_))
-        device, dtype = self._resolve_device(torch), backend.torch_dtype(self.dtype)
-        d_block, rows = backend._prediction_blocks(net, draws.shape[0],
-                                                   self.max_draws_in_memory)
-        with torch.no_grad():
-            for r0 in range(0, X.shape[0], rows):
-                Xt = torch.as_tensor(X[r0:r0 + rows]).to(device=device, dtype=dtype)
-                for d0 in range(0, draws.shape[0], d_block):
-                    chunk = torch.as_tensor(draws[d0:d0 + d_block]).to(device=device,
-                                                                       dtype=dtype)
-                    lp = net.draws_log_proba(chunk, Xt).double().cpu().numpy()
-                    yield (slice(d0, d0 + lp.shape[0]), slice(r0, r0 + lp.shape[1]), lp)
-
-    # ------------------------------------------------------------------
-    # diagnostics
-    # ------------------------------------------------------------------
-    def _convergence_draws(self):
-        """Permutation-invariant quantities per draw, shape (n_chains,
-        n_kept, n_layers_): the log-likelihood of the fixed diagnostic rows
-        (up to ``DIAGNOSTIC_ROWS`` training rows), then the Frobenius norm of
-        each layer's weight matrix; and their labels.
-
-        The weights themselves are identified only up to permutations (and,
-        for odd activations, sign flips) of the hidden units, so chains in
-        different but equivalent modes disagree on them while predicting
-        alike; these quantities are the same in every such mode, so R-hat
-        and ESS on them are meaningful. Cached until the draws change.
-        """
-        check_is_fitted(self)
-        cache = getattr(self, "_convergence_cache", None)
-        if cache is not None and cache[0] is self.coef_samples_:
-            return cache[1], cache[2]
-        X, y_idx = self._diagnostic_rows
-        coef = self.coef_samples_
-        quantities = [self._rows_log_likelihood(X, y_idx)]
-        labels = ["log_likelihood"]
-        pos = 0
-        for layer, (fi, fo) in enumerate(zip(self.layer_sizes_[:-1], self.layer_sizes_[1:])):
-            W = coef[:, :, pos:pos + fi * fo].astype(np.float64)
-            quantities.append(np.sqrt(np.einsum("cdk,cdk->cd", W, W)))
-            labels.append(f"weight_norm[{layer + 1}]")
-            pos += fi * fo + fo
-        draws = np.stack(quantities, axis=-1)
-        self._convergence_cache = (self.coef_samples_, draws, labels)
-        return draws, labels
-
-    def _warn_if_unreliable(self):
-        """The linear estimators' convergence warning, on the quantities of
-        :meth:`_convergence_draws` (one writer of the advice)."""
-        from ..diagnostics._advice import assess, convergence_messages
-        from ..diagnostics._convergence import MCMCConvergenceWarning
-
-        messages = convergence_messages(self, assess(self))
-        if messages:
-            warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=3)
-
-    def _mixing_hint(self):
-        hints = []
-        if self.sampler == "sgld":
-            hints.append("sampler='sghmc' often explores faster at the same cost per step.")
-        if self.coef_samples_.shape[0] == 1:
-            hints.append("More chains (n_chains=4) give R-hat independent runs to compare.")
-        return " ".join(hints)
-
-    def summary(self, quantiles=(0.05, 0.5, 0.95), names=None):
-        """Posterior summary of the network's permutation-invariant quantities.
-
-        One row per quantity: ``log_likelihood``, the log-likelihood of up
-        to ``DIAGNOSTIC_ROWS`` training rows (evenly spaced, fixed at
-        ``fit``) under each draw, and ``weight_norm[l]``, the Frobenius norm
-        of layer ``l``'s weight matrix. A table of the weights themselves
-        would mislead: they are identified only up to permutations of the
-        hidden units, so their R-hat is large whenever chains settle in
-        equivalent modes. See :func:`skbayes_sg.diagnostics.summary`.
-
-        Parameters
-        ----------
-        quantiles : sequence of float in [0, 1], default=(0.05, 0.5, 0.95)
-            Posterior quantiles to report.
-        names : sequence of str or None, default=None
-            Row labels in place of the default ones (``n_layers_`` of them).
-
-        Returns
-        -------
-        table : pandas.DataFrame or SummaryTable
-            Columns ``mean``, ``sd``, the quantiles, ``ess_bulk``,
-            ``ess_tail`` and ``r_hat``.
-        """
-        from ..diagnostics import summary
-        return summary(self, quantiles=quantiles, names=names)
-
-    def check_convergence(self, *, rhat_threshold=1.01, min_ess_per_chain=None):
-        """Warn when the chains have not converged (R-hat) or mixed (ESS).
-
-        The check of the warning at the end of :meth:`fit`, on the quantities
-        of :meth:`summary`. See
-        :func:`skbayes_sg.diagnostics.check_convergence`.
-
-        Parameters
-        ----------
-        rhat_threshold : float, default=1.01
-            Largest acceptable rank-normalised split R-hat.
-        min_ess_per_chain : float or None, default=None
-            Smallest acceptable bulk and tail ESS per chain (None: 100).
-
-        Returns
-        -------
-        converged : bool
-            True when every quantity passes both checks; otherwise an
-            ``MCMCConvergenceWarning`` names what to change.
-        """
-        from ..diagnostics import check_convergence
-        return check_convergence(self, rhat_threshold=rhat_threshold,
-                                 min_ess_per_chain=min_ess_per_chain)
-
-    def to_inference_data(self, X=None, y=None, *, posterior_predictive=None,
-                          random_state=None):
-        """The draws as an ``arviz.InferenceData`` (needs the ``arviz`` extra).
-
-        Parameters
-        ----------
-        X, y : array-like or None, default=None
-            Observations: with them the export holds ``log_likelihood`` (``y``,
-            dims ``(chain, draw, obs)``, for ``az.loo`` and ``az.compare``),
-            ``observed_data`` and the log posterior ``lp`` in
-            ``sample_stats``.
-        posterior_predictive : bool or None, default=None
-            Draw a class at every row of ``X`` once per posterior draw
-            (``posterior_predictive`` group, dims ``(chain, draw, obs)``;
-            needs ``X``). None: True when ``X`` comes without ``y``.
-        random_state : int, RandomState instance or None, default=None
-            Seeds the posterior predictive draws.
-
-        Returns
-        -------
-        idata : arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
-            ``posterior`` holds, per layer ``l``, the weights ``W{l}`` (dims
-            ``(chain, draw, layer{l}_in, layer{l}_out)``) and biases ``b{l}``
-            (``(chain, draw, layer{l}_out)``), and the permutation-invariant
-            quantities of :meth:`summary`: ``log_likelihood_rows`` and
-            ``weight_norm`` (dims ``(chain, draw, layer)``). Check
-            convergence on the latter (``az.summary(idata, var_names=
-            ["log_likelihood_rows", "weight_norm"])``): the weights' R-hat
-            is inflated by the hidden units' permutation symmetry.
-        """
-        from ..diagnostics._arviz import _arviz_major, _import_arviz, _predictive_request
-        from .._version import __version__
-
-        az = _import_arviz()
-        check_is_fitted(self)
-        posterior_predictive = _predictive_request(X, y, posterior_predictive)
-        chains, n_draws = self.coef_samples_.shape[:2]
-        posterior, dims, coords = {}, {}, {}
-        pos = 0
-        for layer, (fi, fo) in enumerate(zip(self.layer_sizes_[:-1], self.layer_sizes_[1:]),
-                                         start=1):
-            posterior[f"W{layer}"] = self.coef_samples_[:, :, pos:pos + fi * fo].reshape(
-                chains, n_draws, fi, fo)
-            posterior[f"b{layer}"] = self.coef_samples_[:, :, pos + fi * fo:pos + fi * fo + fo]
-            dims[f"W{layer}"] = [f"layer{layer}_in", f"layer{layer}_out"]
-            dims[f"b{layer}"] = [f"layer{layer}_out"]
-            pos += fi * fo + fo
-        names = getattr(self, "feature_names_in_", None)
-        if names is not None:
-            coords["layer1_in"] = [str(v) for v in names]
-        invariant, _ = self._convergence_draws()
-        posterior["log_likelihood_rows"] = invariant[:, :, 0]
-        posterior["weight_norm"] = invariant[:, :, 1:]
-        dims["weight_norm"] = ["layer"]
-        coords["layer"] = np.arange(1, self.n_layers_)
-        attrs = {"inference_library": "skbayes_sg", "inference_library_version": __version__,
-                 "estimator": type(self).__name__, "sampler": self.sampler,
-                 "subsampling": self.subsampling, "step_size": self.step_size_,
-                 "n_grad_evals": self.n_grad_evals_,
-                 "diagnostic_rows": int(self._diagnostic_rows[0].shape[0])}
-        sample_stats = {"diverging": np.zeros((chains, n_draws), dtype=bool),
-                        "step_size": np.full((chains, n_draws), float(self.step_size_))}
-        groups = {}
-        if X is not None:
-            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-            if y is not None:
-                y = np.asarray(y).ravel()
-                if not np.all(np.isin(y, self.classes_)):
-                    raise ValueError("y contains labels not in classes_.")
-                y_idx = np.searchsorted(self.classes_, y)
-                loglik = np.empty((chains * n_draws, X.shape[0]))
-            pred = np.empty((chains * n_draws, X.shape[0]), dtype=np.int64) \
-                if posterior_predictive else None
-            rng = check_random_state(random_state)
-            for d, r, lp in self._pointwise_log_proba(X):
-                if y is not None:
-                    loglik[d, r] = np.take_along_axis(
-                        lp, np.broadcast_to(y_idx[r][None, :, None], lp.shape[:2] + (1,)),
-                        axis=2)[..., 0]
-                if pred is not None:   # inverse-CDF draw of one class per draw and row
-                    cdf = np.cumsum(np.exp(lp), axis=2)
-                    u = rng.uniform(size=lp.shape[:2] + (1,)) * cdf[..., -1:]
-                    pred[d, r] = np.minimum((cdf < u).sum(axis=2), lp.shape[2] - 1)
-            dims["y"] = ["obs"]
-            coords["obs"] = np.arange(X.shape[0])
-            if y is not None:
-                loglik = loglik.reshape(chains, n_draws, -1)
-                groups["log_likelihood"] = {"y": loglik}
-                groups["observed_data"] = {"y": y}
-                theta = self.coef_samples_.astype(np.float64)
-                sample_stats["lp"] = loglik.sum(axis=2) + self._log_prior(theta)
-            if pred is not None:
-                groups["posterior_predictive"] = {
-                    "y": self.classes_[pred].reshape(chains, n_draws, -1)}
-        if _arviz_major(az) >= 1:   # ArviZ 1.x (arviz-base): a DataTree
-            return az.from_dict({"posterior": posterior, "sample_stats": sample_stats,
-                                 **groups}, coords=coords, dims=dims,
-                                attrs={"posterior": attrs})
-        return az.from_dict(posterior=posterior, sample_stats=sample_stats, coords=coords,
-                            dims=dims, posterior_attrs=attrs, **groups)
-
-    def predict_proba(self, X):
-        """Bayesian-model-average class probabilities.
-
-        The mean over all draws of ``softmax(f_theta(X))`` (logistic for two
-        classes), evaluated in blocks of rows and draws.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_rows, n_features)
-            Input data.
-
-        Returns
-        -------
-        ndarray of shape (n_rows, n_classes)
-            Probabilities, columns in the order of ``classes_``; rows sum
-            to one.
-        """
-        return np.exp(self.predict_log_proba(X))
-
-    def predict(self, X):
-        """Most probable class under the Bayesian model average.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_rows, n_features)
-            Input data.
-
-        Returns
-        -------
-        ndarray of shape (n_rows,)
-            Predicted labels from ``classes_``.
-        """
-        log_proba = self.predict_log_proba(X)
-        return self.classes_[np.argmax(log_proba, axis=1)]
-
-    def unpack_params(self, theta):
-        """Split a flat parameter vector into per-layer weights and biases.
-
-        Parameters
-        ----------
-        theta : array-like of shape (n_params_,)
-            For example ``coef_samples_[chain, draw]``.
-
-        Returns
-        -------
-        coefs : list of ndarray
-            Weight matrices, ``coefs[l]`` of shape
-            ``(layer_sizes_[l], layer_sizes_[l + 1])`` (as
-            ``MLPClassifier.coefs_``).
-        intercepts : list of ndarray
-            Biases, ``intercepts[l]`` of shape ``(layer_sizes_[l + 1],)``.
-        """
-        check_is_fitted(self)
-        theta = np.asarray(theta)
-        if theta.shape != (self.n_params_,):
-            raise ValueError(
-                f"theta must have shape ({self.n_params_},), got {theta.shape}."
-            )
-        coefs, intercepts, pos = [], [], 0
-        for fi, fo in zip(self.layer_sizes_[:-1], self.layer_sizes_[1:]):
-            coefs.append(theta[pos:pos + fi * fo].reshape(fi, fo))
-            pos += fi * fo
-            intercepts.append(theta[pos:pos + fo])
-            pos += fo
-        return coefs, intercepts
 
     def __sklearn_tags__(self):
         """Estimator tags: dense input only, no missing values, multiclass."""
@@ -1392,4 +846,4 @@ def _from_specs(doc):
     return doc
 
 
-SGMCMCMLPClassifier.__doc__ = _from_specs(SGMCMCMLPClassifier.__doc__)
+SGMCMCMLPClassifier.__doc__ = _from_specs(_DOC)
