@@ -18,6 +18,8 @@ import numpy as np
 
 from libc.math cimport cos, exp, expm1, fabs, isfinite, log, sin, sqrt
 from libc.string cimport memcpy
+
+from ._coefficients cimport friction_noise, langevin_coefficients, ou_coefficients
 from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_standard_normal_fill, random_standard_uniform
 
@@ -273,15 +275,14 @@ cdef class SGLD(Dynamics):
 
     supports_metropolis = True
 
+    @property
+    def coefficients(self):
+        """``(c, s)`` of the step at the current step size."""
+        return self.c_grad, self.c_noise
+
     cdef void set_step(self, double h) noexcept nogil:
-        cdef double k = self.kappa
         self.step_size = h
-        if k > 0:
-            self.c_grad = -expm1(-k * h) / k
-            self.c_noise = sqrt(-self.temperature * expm1(-2.0 * k * h) / k)
-        else:
-            self.c_grad = h
-            self.c_noise = sqrt(2.0 * h * self.temperature)
+        langevin_coefficients(h, self.kappa, self.temperature, &self.c_grad, &self.c_noise)
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
@@ -433,7 +434,7 @@ cdef class SGHMC(MomentumDynamics):
         cdef intp j
         cdef double h = self.step_size
         cdef double g = self.friction
-        cdef double s = sqrt(2.0 * g * self.temperature * h)
+        cdef double s = friction_noise(g, self.temperature, h)
         cdef double r
         oracle.gradient(theta, &self.grad[0])
         random_standard_normal_fill(rng, self.dim, &self.noise[0])
@@ -779,13 +780,17 @@ cdef class BAOAB(MomentumDynamics):
         self._set_momentum(p0, dim)
         Dynamics.__init__(self, dim, step_size, temperature, reference_precision)
 
+    @property
+    def o_step(self):
+        """``(decay, noise)`` of the O step at the current step size."""
+        return self.o_decay, self.o_noise
+
     cdef void set_step(self, double h) noexcept nogil:
         cdef double omega = sqrt(self.kappa)
         self.step_size = h
         self.rot_c = cos(0.5 * omega * h)
         self.rot_s = sin(0.5 * omega * h)
-        self.o_decay = exp(-self.friction * h)
-        self.o_noise = sqrt(-self.temperature * expm1(-2.0 * self.friction * h))
+        ou_coefficients(self.friction, h, self.temperature, &self.o_decay, &self.o_noise)
 
     cdef void _kick(self, const double* theta, const double* g, double t) noexcept nogil:
         cdef intp j
@@ -866,7 +871,7 @@ cdef class SGNHT(MomentumDynamics):
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
         cdef double h = self.step_size
-        cdef double s = sqrt(2.0 * self.diffusion * self.temperature * h)
+        cdef double s = friction_noise(self.diffusion, self.temperature, h)
         cdef double keep = 1.0 - h * self.thermostat
         cdef double p, kinetic = 0.0
         oracle.gradient(theta, &self.grad[0])
@@ -885,7 +890,7 @@ cdef class SGNHT(MomentumDynamics):
         #   MOMENTUM_STOP (p_{k+1}=0): x = (h xi - 1) p_k / s
         cdef intp j
         cdef double h = self.step_size
-        cdef double s = sqrt(2.0 * self.diffusion * self.temperature * h)
+        cdef double s = friction_noise(self.diffusion, self.temperature, h)
         cdef double xs
         if x_mode == EWSG_X_MOMENTUM_STOP:
             xs = (h * self.thermostat - 1.0) / s

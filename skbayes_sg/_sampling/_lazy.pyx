@@ -45,6 +45,7 @@ from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_interval, random_standard_uniform
 
 from ._chain import parse_bounds
+from ._coefficients cimport friction_noise
 from ._dataset cimport RowStore, CSR, SKB_PREFETCH, row_prefetch
 from ._dynamics cimport BAOAB, SGHMC, SGLD, ULD, Dynamics
 from ._interrupt cimport StopPoll
@@ -948,7 +949,7 @@ cdef Dyn _dyn_constants(dynamics, double sm) except *:
         sghmc = dynamics
         q.kind = LAZY_SGHMC
         q.h, q.gamma = sghmc.step_size, sghmc.friction
-        q.s = sqrt(2.0 * q.gamma * sghmc.temperature * q.h)
+        q.s = friction_noise(q.gamma, sghmc.temperature, q.h)
     elif type(dynamics) is ULD:
         uld = dynamics
         q.kind = LAZY_ULD

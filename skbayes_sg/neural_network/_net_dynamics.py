@@ -33,6 +33,8 @@ import math
 import torch
 
 from .._sampling import _flat_dynamics as flat_dynamics
+from .._sampling._coefficients import (py_friction_noise, py_langevin_coefficients,
+                                       py_ou_coefficients)
 from .._sampling._dynamics import uld_coefficients
 
 # pSGLD constants (the formula sheet, doc/algorithms.rst): RMSprop decay ``a`` and
@@ -182,7 +184,7 @@ class SGLD(NetworkDynamics):
         self._coefficients()
 
     def _coefficients(self):
-        self.s = math.sqrt(2.0 * self.h * self.T)
+        _, self.s = py_langevin_coefficients(self.h, 0.0, self.T)
 
     def update(self, st, buf, c):
         g = self.g_hat(st, buf, c)
@@ -213,7 +215,8 @@ class PSGLD(NetworkDynamics):
         self.v_weight = (1.0 - PSGLD_DECAY) / float(runner.n_eff) ** 2
 
     def _coefficients(self):
-        self.s = math.sqrt(2.0 * self.h * self.T)
+        # the Euler noise sqrt(2 h T), scaled per coordinate by 1 / sqrt(D)
+        _, self.s = py_langevin_coefficients(self.h, 0.0, self.T)
 
     def prepare(self, st, buf, c):
         # not at zero, which would make the first steps 1 / lambda times too
@@ -268,7 +271,7 @@ class SGHMC(NetworkDynamics):
         self._coefficients()
 
     def _coefficients(self):
-        self.s = math.sqrt(2.0 * self.gamma * self.T * self.h)
+        self.s = py_friction_noise(self.gamma, self.T, self.h)
         self.keep = 1.0 - self.h * self.gamma
 
     def update(self, st, buf, c):
@@ -311,8 +314,7 @@ class BAOAB(NetworkDynamics):
         self._h_last = self.h
 
     def _coefficients(self):
-        self.decay = math.exp(-self.gamma * self.h)
-        self.s = math.sqrt(-self.T * math.expm1(-2.0 * self.gamma * self.h))
+        self.decay, self.s = py_ou_coefficients(self.gamma, self.h, self.T)
 
     def init_state(self, st):
         super().init_state(st)
@@ -365,7 +367,7 @@ class SGNHT(NetworkDynamics):
         self._coefficients()
 
     def _coefficients(self):
-        self.s = math.sqrt(2.0 * self.A * self.T * self.h)
+        self.s = py_friction_noise(self.A, self.T, self.h)
 
     def init_state(self, st):
         super().init_state(st)

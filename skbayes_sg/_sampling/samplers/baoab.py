@@ -40,10 +40,11 @@ def build(dim, cfg, state, generator):
 def linear_step(h, friction):
     # state right after the closing kick; the estimate at the new point
     # enters the momentum once per step (-h eps: two half kicks)
+    from .._coefficients import py_ou_coefficients
     R = rotation(h / 2)
-    d = np.exp(-friction * h)
+    d, s = py_ou_coefficients(friction, h, 1.0)      # the kernel's O step
     M = R @ np.diag([1.0, d]) @ R
-    B_xi = R @ np.array([[0.0], [np.sqrt(1.0 - d * d)]])
+    B_xi = R @ np.array([[0.0], [s]])
     return Linear(M, np.array([[0.0], [-h]]), B_xi)
 
 

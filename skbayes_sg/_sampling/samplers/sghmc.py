@@ -37,9 +37,10 @@ def build(dim, cfg, state, generator):
 
 
 def linear_step(h, friction):
+    from .._coefficients import py_friction_noise
     A = np.array([[1.0, h], [-h, 1.0 - h * friction]])
     return Linear(A, np.array([[0.0], [-h]]),
-                  np.array([[0.0], [np.sqrt(2.0 * friction * h)]]))
+                  np.array([[0.0], [py_friction_noise(friction, 1.0, h)]]))
 
 
 def momentum_variance_scale(cfg):

@@ -52,9 +52,11 @@ def build(dim, cfg, state, generator):
 
 
 def linear_step(h, friction):
-    a = np.exp(-h)
-    return Linear(np.array([[a]]), np.array([[-(1.0 - a)]]),
-                  np.array([[np.sqrt(1.0 - a * a)]]))
+    """``z' = z - c (z + eps) + s xi`` on the unit Gaussian: the kernel's own
+    coefficients (``_coefficients.langevin_coefficients``, kappa = T = 1)."""
+    from .._coefficients import py_langevin_coefficients
+    c, s = py_langevin_coefficients(h, 1.0, 1.0)
+    return Linear(np.array([[1.0 - c]]), np.array([[-c]]), np.array([[s]]))
 
 
 def identity_preconditioner(cfg, states, dim):

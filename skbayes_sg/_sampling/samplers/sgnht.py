@@ -47,8 +47,9 @@ def linear_step(h, friction):
     # thermostat settles above A and takes back part of the noise's
     # inflation, so the model is conservative for it.
     A = np.array([[1.0 - h * h, h * (1.0 - h * friction)], [-h, 1.0 - h * friction]])
+    from .._coefficients import py_friction_noise
     return Linear(A, np.array([[-h * h], [-h]]),
-                  np.sqrt(2.0 * friction * h) * np.array([[h], [1.0]]))
+                  py_friction_noise(friction, 1.0, h) * np.array([[h], [1.0]]))
 
 
 def momentum_variance_scale(cfg):
