@@ -52,8 +52,7 @@ class FitResultsMixin:
             step = float(steps[0]) if steps.size else float(setup.sampler_config["step_size"])
         self.step_size_ = step
         if setup.metropolis:
-            # warm starts continue with the adapted step
-            setup.sampler_config = dict(setup.sampler_config, step_size=step)
+            # (warm starts continue with each chain's adapted step: its state's)
             self.acceptance_rate_ = float(outcome.accept_rate)
         elif hasattr(self, "acceptance_rate_"):
             del self.acceptance_rate_

@@ -194,9 +194,8 @@ def step_retuner(step_size, setup, pool):
         return None
 
     def retune():
-        h = 0.5 * float(pool.spec.sampler_config["step_size"])
-        setup.sampler_config = dict(setup.sampler_config, step_size=h)
-        return h
+        # the chains' step (one for all: an unadjusted dynamics does not adapt it)
+        return 0.5 * float(pool.step_sizes().min())
     return retune
 
 

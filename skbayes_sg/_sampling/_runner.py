@@ -668,12 +668,23 @@ class ChainPool:
 
     def set_step(self, step_size, momentum_scale=1.0):
         """Every chain continues with ``step_size`` from where it is (a
-        diverged chain from its last good state), its momentum redrawn."""
-        self.spec.sampler_config = dict(self.spec.sampler_config, step_size=float(step_size))
+        diverged chain from its last good state), its momentum redrawn.
+
+        A chain's step lives in its state (its dynamics' ``step_size``, which
+        dual averaging adapts per chain); the config's is only where the
+        chains started, so it is not written here."""
         for state in self.states:
-            if state.get("dynamics") is not None:
-                state["dynamics"]["step_size"] = np.array([float(step_size)])
+            if state.get("dynamics") is None:
+                raise RuntimeError("set_step before the chains ran: set the config's step")
+            state["dynamics"]["step_size"] = np.array([float(step_size)])
         self.rebase(self.spec.metric, momentum_scale)
+
+    def step_sizes(self):
+        """Every chain's current step (from its state; the config's start
+        step for a chain that has not run)."""
+        start = float(self.spec.sampler_config["step_size"])
+        return np.array([float(s["dynamics"]["step_size"][0]) if s.get("dynamics") else start
+                         for s in self.states])
 
     def rebase(self, new_metric, momentum_scale=1.0):
         """Move every chain to the coordinates of ``new_metric`` (same

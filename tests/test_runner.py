@@ -1,0 +1,54 @@
+"""The chains' runner (``_sampling/_runner.py``): a chain's step lives in its
+state, once.
+
+Dual averaging adapts the step per chain during warm-up; each chain's state
+carries its own, a warm start continues from it, and a halving after a
+divergence starts from the chains' step.  The set-up's config keeps only
+the step the chains started from (it is never written back)."""
+import warnings
+
+import numpy as np
+
+from skbayes_sg import SGMCMCLogisticRegression
+
+
+def _data(n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    y = (rng.random(n) < 1 / (1 + np.exp(-X @ [1.0, -0.5, 0.3]))).astype(float)
+    return X, y
+
+
+def test_each_chain_carries_its_adapted_step():
+    from sklearn.datasets import load_breast_cancer
+    X, y = load_breast_cancer(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)      # 31 parameters: steps below the largest
+    est = SGMCMCLogisticRegression(n_samples=50, random_state=0).fit(X, y)
+    assert est.metropolis_
+    steps = np.array([s["dynamics"]["step_size"][0] for s in est._chain_states])
+    assert np.ptp(steps) > 0                       # adapted per chain
+    assert est.step_size_ == np.exp(np.mean(np.log(steps)))     # their geometric mean
+    start = est._fit_setup.sampler_config["step_size"]
+    assert not np.any(steps == start)              # the config kept its start only
+    # a warm start continues from every chain's own step, without warm-up
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.set_params(warm_start=True, n_warmup="auto").fit(X, y)
+    again = np.array([s["dynamics"]["step_size"][0] for s in est._chain_states])
+    np.testing.assert_array_equal(again, steps)
+    assert est._fit_setup.sampler_config["step_size"] == start
+
+
+def test_set_step_moves_every_chain_and_only_the_chains():
+    from skbayes_sg._sampling._runner import ChainPool
+    X, y = _data()
+    est = SGMCMCLogisticRegression(subsampling="uniform", sampler="sgld", metric="identity",
+                                   n_samples=20, random_state=0).fit(X, y)
+    spec = est._chain_spec(est._fit_context(X, y, est._model_spec(), None),
+                           est._model_spec(), est._fit_setup, None)
+    pool = ChainPool(X, y, spec, [dict(s) for s in est._chain_states])
+    start = spec.sampler_config["step_size"]
+    np.testing.assert_array_equal(pool.step_sizes(), np.full(4, est.step_size_))
+    pool.set_step(0.5 * est.step_size_)
+    np.testing.assert_array_equal(pool.step_sizes(), np.full(4, 0.5 * est.step_size_))
+    assert spec.sampler_config["step_size"] == start
