@@ -130,7 +130,6 @@ OVERSIZED = {
     "diagnostics._arviz.to_inference_data": 143, "diagnostics._ksd.ksd": 108,
     "diagnostics._loo.loo": 142, "linear_model._ridge._maximise_evidence": 104,
     "neural_network._network_posterior.to_inference_data": 100,
-    "neural_network._torch_sampler.ChainRunner": 456,
 }
 
 

@@ -30,9 +30,8 @@ import torch
 from .._sampling._normal_stream import NormalStream
 from ..exceptions import SamplingDivergedError
 from ._net_dynamics import NETWORK_DYNAMICS
+from ._net_estimators import NetworkGradientsMixin
 
-# Rows per chunk when a full-data gradient is needed (SVRG snapshots, CV mode).
-_FULL_GRAD_CHUNK = 4096
 # Number of activations (elements) per prediction block: bounds device memory.
 _PREDICT_BLOCK_ELEMENTS = 1 << 23
 # Parameters are checked for non-finite values this often (steps) and at the end.
@@ -315,7 +314,7 @@ def draws_log_likelihood(net, draws, X, y_idx, *, device, dtype, max_draws):
     return out
 
 
-class ChainRunner:
+class ChainRunner(NetworkGradientsMixin):
     """Run one SG-MCMC chain on a data set held on the device.
 
     The chain state (parameters, momentum, thermostat, pSGLD accumulator,
@@ -552,142 +551,6 @@ class ChainRunner:
         elif st["anchor"] is not None:
             # the anchor's full-data gradient is recomputed on the current data
             self.anchor_grad = self.full_grad(st["anchor"])
-
-    # ----------------------------------------------------------- data access
-    def next_batch(self):
-        """Indices of the next minibatch: consecutive blocks of a random
-        permutation (a fresh one when fewer than ``b`` indices remain), so
-        every minibatch is a uniformly random ``b``-subset."""
-        st = self.state
-        if st["perm"] is None or st["pos"] + self.b > self.n:
-            st["perm"] = torch.randperm(self.n, generator=self.g, device=self.device)
-            st["pos"] = 0
-        idx = st["perm"][st["pos"]:st["pos"] + self.b]
-        st["pos"] += self.b
-        return idx
-
-    def batch_grad(self, theta, idx, out):
-        """``sum_{j in idx} w_j grad U_j(theta)`` into ``out``; returns the
-        loss (``w_j = 1`` without weights)."""
-        self.n_grad_evals += int(idx.shape[0])
-        return self.net.loss_grad(theta, self.X.index_select(0, idx),
-                                  self.y.index_select(0, idx), out,
-                                  self._views_of(theta), self._views_of(out),
-                                  None if self.w is None else self.w.index_select(0, idx))
-
-    def full_grad(self, theta):
-        """``sum_i w_i grad U_i(theta)`` over all data (chunks of rows)."""
-        total = torch.zeros_like(theta)
-        tmp = torch.empty_like(theta)
-        for r0 in range(0, self.n, _FULL_GRAD_CHUNK):
-            self.net.loss_grad(theta, self.X[r0:r0 + _FULL_GRAD_CHUNK],
-                               self.y[r0:r0 + _FULL_GRAD_CHUNK], tmp,
-                               weights=None if self.w is None
-                               else self.w[r0:r0 + _FULL_GRAD_CHUNK])
-            total.add_(tmp)
-        self.n_grad_evals += self.n
-        return total
-
-    # ----------------------------------------------------------- CV mode
-    def _find_mode(self):
-        """MAP estimate for control variates: Adam on ``U(theta) / n_eff``
-        (``n_eff`` the total weight: ``n`` without weights).
-
-        ``map_epochs`` passes of minibatches of size ``batch_size`` with
-        learning rate ``map_learning_rate``, started from the chain's
-        initial parameters; the chain then starts at the mode.
-        """
-        st = self.state
-        theta = st["theta"]
-        steps = int(math.ceil(self.n / self.b)) * int(self.p["map_epochs"])
-        if steps > 0:
-            w = theta.clone().requires_grad_(True)
-            opt = torch.optim.Adam([w], lr=self.p["map_learning_rate"])
-            alpha = self.p["alpha"]
-            for _ in range(steps):
-                idx = self.next_batch()
-                with torch.no_grad():
-                    self.batch_grad(w, idx, self.grad_buf)
-                    grad = self.grad_buf.mul(self.scale).add_(w, alpha=alpha)
-                    self.add_prior_grad(grad, w, 1.0).div_(self.n_eff)
-                w.grad = grad
-                opt.step()
-            theta = w.detach().clone()
-            if not bool(torch.isfinite(theta).all()):
-                raise SamplingDivergedError(
-                    "The Adam search for the mode used by subsampling='cv' diverged "
-                    f"(map_learning_rate={self.p['map_learning_rate']!r}); try "
-                    f"map_learning_rate={self.p['map_learning_rate'] / 10:g}."
-                )
-        st["theta"] = theta
-        st["anchor"] = theta.clone()
-        self.anchor_grad = self.full_grad(st["anchor"])
-
-    # ----------------------------------------------------------- estimators
-    def estimate(self, theta, buf=None):
-        """One unbiased estimate of ``grad U(theta)``, kept factored.
-
-        Returns ``(loss, buf, c)``: the estimate is ``c * buf + alpha * theta``
-        (the prior term is exact and added by the dynamics, so the plain
-        minibatch gradient is never rescaled in a separate sweep). ``buf``
-        (default: the runner's gradient buffer) is overwritten.
-        """
-        buf = self.grad_buf if buf is None else buf
-        idx = self.next_batch()
-        if self._anchored:
-            loss = self.batch_grad(theta, idx, buf)
-            self.batch_grad(self.state["anchor"], idx, self.grad_buf2)
-            # anchor_grad + (n/b) (sum_S grad U_j(theta) - sum_S grad U_j(anchor))
-            buf.sub_(self.grad_buf2).mul_(self.scale).add_(self.anchor_grad)
-            self.add_prior_grad(buf, theta, 1.0)
-            return loss, buf, 1.0
-        loss = self.batch_grad(theta, idx, buf)
-        self.add_prior_grad(buf, theta, self.scale)
-        return loss, buf, self.scale
-
-    def _ewsg_energy_fn(self, theta):
-        """``E(buf, c) = 1/2 ||x + w||^2`` of a candidate ``c * buf + alpha * theta``
-        for the dynamics in use (the formula sheet, doc/algorithms.rst, "EWSG"),
-        at the current state (``theta`` is the state's): see
-        :meth:`._net_dynamics.NetworkDynamics.ewsg_energy`."""
-        assert theta is self.state["theta"]
-        return self.dynamics.ewsg_energy(self.state)
-
-    def ewsg_estimate(self, theta):
-        """EWSG: Metropolis index chain of length M over candidate minibatches.
-
-        The first candidate ``J`` is a uniform minibatch; each of the ``M``
-        proposals ``J'`` (uniform) replaces it with probability
-        ``min(1, exp(E(J') - E(J)))``, ``E = ||x + w||^2 / 2``. Returns
-        ``(loss, buf, c)`` of the chosen candidate, as :meth:`estimate`.
-        """
-        M = int(self.p["ewsg_chain_length"])
-        loss, buf, c = self.estimate(theta, self.grad_buf)
-        st = self.state
-        self.dynamics.prepare(st, buf, c)  # pSGLD: its energies use D of V
-        energy = self.dynamics.ewsg_energy(st)
-        e_cur = energy(buf, c)
-        cand = self._cand
-        for _ in range(M):
-            # every candidate comes from the same estimator: the same scale c
-            loss_c, cand, _ = self.estimate(theta, cand)
-            e_c = energy(cand, c)
-            u = torch.rand((), generator=self.g, device=self.device, dtype=torch.float64)
-            if self.on_cpu:
-                # host-side decision: swap the buffers, no copies
-                if math.log(float(u)) < float(e_c) - float(e_cur):
-                    buf, cand = cand, buf
-                    e_cur, loss = e_c, loss_c
-                    st["ewsg_accept"] += 1
-            else:
-                # stay on the device (no synchronisation per step)
-                accept = torch.log(u) < (e_c - e_cur).double()
-                buf.copy_(torch.where(accept, cand, buf))
-                e_cur = torch.where(accept, e_c, e_cur)
-                loss = torch.where(accept, loss_c, loss)
-                st["ewsg_accept_t"] = st.get("ewsg_accept_t", 0) + accept.to(torch.int64)
-            st["ewsg_proposals"] += 1
-        return loss, buf, c
 
     # ----------------------------------------------------------- driver
     def run(self, n_steps, *, n_warmup, thin, samples, progress=None,
