@@ -1,13 +1,17 @@
 """Build the Cython engine of skbayes_sg.
 
-Every ``.pyx`` under ``skbayes_sg/`` becomes one extension module.  The
-modules that draw random numbers link numpy's ``npyrandom`` and ``npymath``
-static libraries (without them the import fails with an undefined symbol).
+Every ``X.tp`` under ``skbayes_sg/`` is first rendered into ``X`` by Cython's
+Tempita (the float32 and float64 kernels written once; the rendered files are
+not committed).  Every ``.pyx`` under ``skbayes_sg/`` becomes one extension
+module.  The modules that draw random numbers link numpy's ``npyrandom`` and
+``npymath`` static libraries (without them the import fails with an
+undefined symbol).
 """
 import os
 from pathlib import Path
 
 import numpy as np
+from Cython import Tempita
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
@@ -26,6 +30,16 @@ EXTRA_COMPILE_ARGS = {
     "skbayes_sg._sampling._flat_dynamics": ["-fno-math-errno"],
     "skbayes_sg._sampling._lazy": ["-fno-math-errno"],
 }
+
+
+def render_templates():
+    """``X.tp`` -> ``X`` (rewritten only when the rendering changed, so that
+    an unchanged template does not trigger a rebuild)."""
+    for template in sorted((HERE / "skbayes_sg").rglob("*.tp")):
+        target = template.with_suffix("")
+        text = Tempita.sub(template.read_text(), name=str(template))
+        if not target.exists() or target.read_text() != text:
+            target.write_text(text)
 
 
 def make_extensions():
@@ -47,6 +61,7 @@ def make_extensions():
     return extensions
 
 
+render_templates()
 setup(
     ext_modules=cythonize(
         make_extensions(),
@@ -59,5 +74,5 @@ setup(
             "embedsignature": True,
         },
     ),
-    package_data={"skbayes_sg": ["**/*.pxd", "**/*.h"]},
+    package_data={"skbayes_sg": ["**/*.pxd", "**/*.h", "**/*.tp"]},
 )

@@ -159,6 +159,22 @@ def test_no_new_oversized_function_or_class_and_none_grows():
                 "neural_network._mlp.SGMCMCMLPClassifier"} & set(found)
 
 
+def test_templates_are_rendered_by_the_build_and_never_committed():
+    """Every ``X.tp`` (Tempita: the float32 and float64 kernels written once)
+    is rendered into ``X`` by setup.py, that file is current, and it is
+    ignored by git (a rendered file is generated, like the ``.c`` files)."""
+    from Cython import Tempita
+    templates = sorted(PACKAGE.rglob("*.tp"))
+    assert templates, "the flat kernels' template is gone"
+    gitignore = PACKAGE.parent / ".gitignore"
+    ignored = gitignore.read_text().split() if gitignore.exists() else None
+    for template in templates:
+        rendered = template.with_suffix("")
+        assert rendered.read_text() == Tempita.sub(template.read_text(), name=str(template))
+        if ignored is not None:
+            assert str(rendered.relative_to(PACKAGE.parent)) in ignored
+
+
 def _private_reads(path):
     """``(line, text)`` of every ``obj._name`` in ``path`` whose object is
     not ``self``, ``cls`` or an imported module: another object's private

@@ -1,7 +1,8 @@
 """One-pass SG-MCMC updates of a flat parameter vector on the CPU.
 
 The torch-backed network sampler keeps its parameters in one flat tensor;
-on the CPU its step goes through these kernels (``flat_dynamics_kernel.h``):
+on the CPU its step goes through these kernels (``flat_dynamics_kernel.h``,
+rendered from its Tempita template ``flat_dynamics_kernel.h.tp`` by setup.py):
 one sweep that forms ``g = c * buf + alpha * theta``, draws the noise from a
 :class:`~skbayes_sg._sampling._normal_stream.NormalStream` and updates the
 state, instead of five to nine torch sweeps over the parameters. The
