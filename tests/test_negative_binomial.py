@@ -225,3 +225,18 @@ def test_bad_shape_names_the_parameter(shape):
     X = np.random.default_rng(0).normal(size=(6, 2))
     with pytest.raises(ValueError, match="'shape' parameter"):
         SGMCMCNegativeBinomialRegressor(shape=shape).fit(X, np.arange(6.0))
+
+
+def test_the_shape_search_starts_each_mode_from_the_last(counts):
+    """Each round of the shape search starts its Newton search at the last
+    round's mode (``FitContext.search_mode_from``): the same mode, in fewer
+    passes than from zero."""
+    from skbayes_sg._sampling._context import FitContext
+    X, y = counts["X"], counts["y"]
+    cold = FitContext(X, y, GLM(NEGATIVE_BINOMIAL, 1, (SHAPE,)), ALPHA, True, 50)
+    mode = cold.mode()
+    warm = FitContext(X, y, GLM(NEGATIVE_BINOMIAL, 1, (SHAPE,)), ALPHA, True, 50)
+    warm.search_mode_from(mode + 0.05)
+    np.testing.assert_allclose(warm.mode(), mode, atol=1e-4)
+    np.testing.assert_allclose(mode, counts["mode"], atol=1e-4)     # the reference's own
+    assert warm.n_grad_evals < cold.n_grad_evals

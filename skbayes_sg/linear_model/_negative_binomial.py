@@ -135,8 +135,9 @@ def _shape_log_likelihood(r, y, mu, weight):
 def _estimate_shape(ctx):
     """The shape ``r`` that maximises the posterior density jointly with
     the coefficients (flat prior on ``log r``), by alternating the mode at
-    a fixed shape (Newton, the fit's own set-up) and the shape at a fixed
-    mean (a one-dimensional search on ``log r``).
+    a fixed shape (Newton, the fit's own set-up, from the last round's
+    mode) and the shape at a fixed mean (a one-dimensional search on
+    ``log r``).
 
     Returns
     -------
@@ -145,10 +146,12 @@ def _estimate_shape(ctx):
         Data passes spent (the modes' and the searches').
     """
     low, high = np.log(SHAPE_BOUNDS[0]), np.log(SHAPE_BOUNDS[1])
-    shape, n_passes = 1.0, 0
+    shape, n_passes, theta = 1.0, 0, None
     for _ in range(SHAPE_ROUNDS):
         at_shape = FitContext(ctx.X, ctx.y, GLM(NEGATIVE_BINOMIAL, 1, (shape,)), ctx.alpha,
                               ctx.fit_intercept, ctx.batch_size, ctx.sample_weight)
+        if theta is not None:
+            at_shape.search_mode_from(theta)    # the last round's mode: a few steps away
         theta = at_shape.mode()
         n_passes += at_shape.n_grad_evals // max(ctx.n, 1) + 1
         mu = np.exp(linear_predictor(ctx.X, theta.reshape(1, -1), ctx.fit_intercept)[:, 0])
