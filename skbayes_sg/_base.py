@@ -124,7 +124,7 @@ class PosteriorPredictiveMixin:
         Every draw of ``y`` comes from one posterior draw ``theta_s = (w_s,
         b_s)``: ``y ~ p(y | x, theta_s)`` (ridge: ``x^T w_s + b_s +
         N(0, noise_var_)``; Poisson: ``Poisson(exp(x^T w_s + b_s))``;
-        logistic: the label of class ``k`` with probability
+        negative binomial: its law at ``shape_``; logistic: the label of class ``k`` with probability
         ``p_k(x, theta_s)``).  The same ``theta_s`` serves every row of a
         column, so the columns are draws of the whole vector ``y(X)``, as in
         ``GaussianProcessRegressor.sample_y``.

@@ -131,8 +131,9 @@ def test_kernel_matches_numpy_the_pmf_and_derivatives(shape):
 
 def test_observations_drawn_have_the_model_moments():
     glm = GLM(NEGATIVE_BINOMIAL, 1, (SHAPE,))
-    z = np.full((200000, 1), 1.0)
+    z = np.full((400, 500), 1.0)          # any shape of linear predictors
     draws = glm.sample(z, np.random.default_rng(0))
+    assert draws.shape == z.shape
     mu = np.e
     n = draws.size
     var = mu + mu ** 2 / SHAPE
@@ -205,8 +206,11 @@ def test_overdispersion_widens_the_posterior(counts):
     po = SGMCMCPoissonRegressor(random_state=0).fit(X, y)
     ratio = nb.coef_std_ / po.coef_std_
     assert np.all(ratio > 1.3), ratio
-    draws = nb.sample_y(X[:3], random_state=0)
-    assert draws.shape[0] == 3 and np.all(draws >= 0)
+    draws = nb.sample_y(X[:3], n_draws=4000, random_state=0)
+    assert draws.shape == (3, 4000) and np.all(draws >= 0)
+    # the predictive's mean is the model average of the means (predict)
+    se = draws.std(axis=1) / np.sqrt(draws.shape[1])
+    assert np.all(np.abs(draws.mean(axis=1) - nb.predict(X[:3])) < Z * se)
     assert nb.predict(X).shape == (len(y),)
 
 

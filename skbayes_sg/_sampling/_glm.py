@@ -357,8 +357,9 @@ class NegativeBinomialSpec(ModelSpec):
                 + gammaln(y + r) - gammaln(r) - gammaln(y + 1.0))
 
     def sample(self, glm, Z, rng):
+        # elementwise over linear predictors of any shape (as the others)
         r = glm.param("shape")
-        return rng.negative_binomial(r, expit(-self._shifted(glm, Z)))
+        return rng.negative_binomial(r, expit(np.log(r) - np.asarray(Z)))
 
     def validate_targets(self, y, name="y"):
         y = _finite(y, name)
