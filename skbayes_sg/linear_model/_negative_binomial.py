@@ -47,7 +47,9 @@ class SGMCMCNegativeBinomialRegressor(SGMCMCPoissonRegressor):
     shape : float or "auto", default="auto"
         The negative binomial shape ``r > 0`` (``Var y = mu + mu^2 / r``;
         small: much overdispersion).  ``"auto"``: estimated with the mode
-        (above), within ``[1e-4, 1e6]``.""" + _DOC_PARAMS + """
+        (above), within ``[1e-4, 1e6]``; an estimate near ``1e6`` says the
+        counts are no more variable than Poisson ones (the fit is then the
+        Poisson one: on Poisson counts the sds agree to 1e-6).""" + _DOC_PARAMS + """
     Attributes
     ----------
     shape_ : float
