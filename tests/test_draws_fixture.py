@@ -57,12 +57,15 @@ def _data():
     Xw = sp.random(300, 2100, density=8 / 2100, format="csr", random_state=4,
                    data_rvs=lambda k: rng.normal(size=k))
     yw = (rng.random(300) < 0.5).astype(float)
-    return X, y_binary, y_real, y_count, y_class, Xs, ys, Xw, yw
+    latent = rng.normal(size=(300, 40))
+    Xc = latent @ rng.normal(size=(40, 2100)) / np.sqrt(40) + 0.3 * rng.normal(size=(300, 2100))
+    yc = (rng.random(300) < 0.5).astype(float)
+    return X, y_binary, y_real, y_count, y_class, Xs, ys, Xw, yw, Xc, yc
 
 
 def _cases():
     """name -> (estimator factory, X, y); one per pinned behaviour."""
-    X, y_binary, y_real, y_count, y_class, Xs, ys, Xw, yw = _data()
+    X, y_binary, y_real, y_count, y_class, Xs, ys, Xw, yw, Xc, yc = _data()
     cases = {}
     for sampler in SAMPLERS:
         for subsampling in SUBSAMPLINGS:
@@ -103,6 +106,10 @@ def _cases():
     # above 2,000 parameters: the diagonal metric, its Lanczos low-rank
     # directions and the Metropolis start they set
     cases["sparse/auto/auto/lowrank"] = (lambda: SGMCMCLogisticRegression(**SHORT), Xw, yw)
+    # above 2,000 parameters where the dense metric pays (a correlated design:
+    # many whitened directions far from 1, more than the low-rank metric takes)
+    cases["logistic/auto/auto/dense-pays"] = (lambda: SGMCMCLogisticRegression(
+        n_samples=4, n_warmup=20, thin=2, n_chains=2, random_state=0), Xc, yc)
     return cases
 
 
