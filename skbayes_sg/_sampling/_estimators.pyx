@@ -76,11 +76,7 @@ cdef class Problem:
         self.store.n = data.store.n_rows
         self.store.dim = n_outputs * data.store.dext
         spec = model_spec(model)
-        params = tuple(float(v) for v in model_params) or spec.param_defaults
-        if len(params) != len(spec.param_names):
-            raise ValueError("the %s model has parameters %s; got %d value(s)"
-                             % (model, spec.param_names, len(params)))
-        kernel = spec.kernel_params(params)
+        kernel = spec.kernel_params(spec.resolve_params(tuple(model_params)))
         if len(kernel) > MAX_MODEL_PARAMS:
             raise ValueError("model %r has %d kernel parameters; the engine carries %d"
                              % (model, len(kernel), MAX_MODEL_PARAMS))

@@ -50,6 +50,16 @@ def _finite(y, name):
     return y
 
 
+def _counts(y, name, model):
+    """Finite nonnegative targets, or a ValueError naming ``name`` and ``model``."""
+    y = _finite(y, name)
+    if np.any(y < 0):
+        raise ValueError(
+            f"{name} must be nonnegative counts for the {model} model; got "
+            f"{np.sum(y < 0)} negative value(s), the smallest {y.min():g}.")
+    return y
+
+
 class ModelSpec:
     """One model of the registry: ``U_i(theta) = phi(z_i, y_i)`` with
     ``z_i = Theta (x_i, 1)`` (K outputs).
@@ -73,6 +83,15 @@ class ModelSpec:
     #: a location-scale family: y may be standardised before the fit (the
     #: command line's --standardize) and the metrics mapped back
     standardize_target = False
+
+    def resolve_params(self, params):
+        """``params`` (the model's own, in the order of ``param_names``; empty
+        for the defaults) as a tuple of floats, or a ValueError."""
+        params = tuple(float(v) for v in (params if len(params) else self.param_defaults))
+        if len(params) != len(self.param_names):
+            raise ValueError(f"the {self.name} model has parameters {self.param_names}; "
+                             f"got {len(params)} value(s)")
+        return params
 
     def kernel_params(self, params):
         """The parameters as the Cython kernel reads them (``ProblemStore.param``,
@@ -310,12 +329,7 @@ class PoissonSpec(ModelSpec):
         return rng.poisson(_poisson_rate(Z))
 
     def validate_targets(self, y, name="y"):
-        y = _finite(y, name)
-        if np.any(y < 0):
-            raise ValueError(
-                f"{name} must be nonnegative counts for the Poisson model; got "
-                f"{np.sum(y < 0)} negative value(s), the smallest {y.min():g}.")
-        return y
+        return _counts(y, name, "Poisson")
 
 
 class NegativeBinomialSpec(ModelSpec):
@@ -362,12 +376,7 @@ class NegativeBinomialSpec(ModelSpec):
         return rng.negative_binomial(r, expit(np.log(r) - np.asarray(Z)))
 
     def validate_targets(self, y, name="y"):
-        y = _finite(y, name)
-        if np.any(y < 0):
-            raise ValueError(
-                f"{name} must be nonnegative counts for the negative binomial model; got "
-                f"{np.sum(y < 0)} negative value(s), the smallest {y.min():g}.")
-        return y
+        return _counts(y, name, "negative binomial")
 
 
 #: the registry: model name -> spec
@@ -423,24 +432,22 @@ class GLM:
     params: tuple = ()
 
     def __post_init__(self):
-        names, defaults = self.spec.param_names, self.spec.param_defaults
-        params = tuple(float(v) for v in (self.params if len(self.params) else defaults))
-        if len(params) != len(names):
-            raise ValueError(f"the {self.spec.name} model has parameters {names}; "
-                             f"got {len(params)} value(s)")
-        self.params = params
+        self.params = self.spec.resolve_params(self.params)
 
-    def param(self, name):
-        """The value of the model's parameter ``name``."""
+    def _index(self, name):
         try:
-            return self.params[self.spec.param_names.index(name)]
+            return self.spec.param_names.index(name)
         except ValueError:
             raise KeyError(f"the {self.name} model has no parameter {name!r}; it has "
                            f"{self.spec.param_names}") from None
 
+    def param(self, name):
+        """The value of the model's parameter ``name``."""
+        return self.params[self._index(name)]
+
     def set_param(self, name, value):
         """Set the model's parameter ``name`` (a fit resolves ``"auto"`` ones)."""
-        index = self.spec.param_names.index(name)
+        index = self._index(name)
         self.params = self.params[:index] + (float(value),) + self.params[index + 1:]
 
     @property

@@ -87,8 +87,7 @@ cdef inline double glm_loss(int model, const double* z, int K, const double* y,
     cdef double m, s, v
     if model == LOGISTIC:
         # log(1 + e^z) - y z, without overflow for large |z|
-        v = z[0]
-        return (v if v > 0 else 0.0) + log1p(exp(-fabs(v))) - y[0] * v
+        return softplus(z[0]) - y[0] * z[0]
     elif model == POISSON:
         # exp(z) - y z (log y! dropped: the Metropolis ratio needs differences)
         v = z[0]

@@ -216,6 +216,26 @@ default="auto"
         seconds, and the final one.
 """
 
+def _single_output_attrs(scale=""):
+    """The numpydoc of a one-output model's draws and their summaries
+    (``scale``: how the coefficients are read, e.g. " (on the log scale of
+    the rate)")."""
+    return ("""
+    coef_samples_ : ndarray of shape (n_chains, n_samples, n_features)
+        Posterior draws of the coefficients""" + scale + """.
+    intercept_samples_ : ndarray of shape (n_chains, n_samples)
+        Draws of the intercept (zeros if ``fit_intercept=False``).
+    coef_ : ndarray of shape (n_features,)
+        Posterior mean of the coefficients (over every draw the chains made,
+        stored or not).
+    intercept_ : float
+        Posterior mean of the intercept.
+    coef_std_ : ndarray of shape (n_features,)
+        Posterior standard deviations of the coefficients (the same draws).
+    intercept_std_ : float
+        Posterior standard deviation of the intercept.""")
+
+
 _DOC_ATTRS = """
     alpha_ : float
         The prior precision used (``alpha``, or its estimate where

@@ -8,8 +8,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._base import BaseSGMCMC, estimator_parameters
 from .._sampling._context import FitContext
-from .._sampling._glm import GLM, NEGATIVE_BINOMIAL, linear_predictor, model_spec
-from ._logistic import _DOC_ATTRS, _DOC_PARAMS
+from .._sampling._glm import GLM, NEGATIVE_BINOMIAL, linear_predictor
+from ._logistic import _DOC_ATTRS, _DOC_PARAMS, _single_output_attrs
 from ._poisson import SGMCMCPoissonRegressor
 
 #: the shape's search interval in ``shape="auto"``: below it a count is
@@ -53,20 +53,8 @@ class SGMCMCNegativeBinomialRegressor(SGMCMCPoissonRegressor):
     Attributes
     ----------
     shape_ : float
-        The shape the draws were made at (``shape``, or its estimate).
-    coef_samples_ : ndarray of shape (n_chains, n_samples, n_features)
-        Posterior draws of the coefficients (on the log scale of the mean).
-    intercept_samples_ : ndarray of shape (n_chains, n_samples)
-        Draws of the intercept (zeros if ``fit_intercept=False``).
-    coef_ : ndarray of shape (n_features,)
-        Posterior mean of the coefficients (over every draw the chains made,
-        stored or not).
-    intercept_ : float
-        Posterior mean of the intercept.
-    coef_std_ : ndarray of shape (n_features,)
-        Posterior standard deviations of the coefficients (the same draws).
-    intercept_std_ : float
-        Posterior standard deviation of the intercept.""" + _DOC_ATTRS + """
+        The shape the draws were made at (``shape``, or its estimate).""" + (
+        _single_output_attrs(" (on the log scale of the mean)")) + _DOC_ATTRS + """
     Examples
     --------
     >>> import numpy as np
@@ -81,18 +69,12 @@ class SGMCMCNegativeBinomialRegressor(SGMCMCPoissonRegressor):
     """
 
     _registry_model = "negative_binomial"
+    _model_words = "negative binomial"
 
     _parameter_constraints = {
         **BaseSGMCMC._parameter_constraints,
         "shape": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
     }
-
-    def _encode_targets(self, y):
-        y = model_spec(NEGATIVE_BINOMIAL).validate_targets(y)
-        if y.size and not np.sum(y) > 0:
-            raise ValueError("y must have a positive sum for the negative binomial model "
-                             "(every count is 0): there is no mean to fit.")
-        return y
 
     def _make_glm(self, X, y):
         # an "auto" shape is resolved in _fit_context_hook, from the data
@@ -108,24 +90,6 @@ class SGMCMCNegativeBinomialRegressor(SGMCMCPoissonRegressor):
     def _model_spec(self):
         """The fitted negative binomial model, at ``shape_``."""
         return GLM(NEGATIVE_BINOMIAL, 1, (float(self.shape_),))
-
-    def score(self, X, y, sample_weight=None):
-        """D^2, the fraction of Poisson deviance explained by :meth:`predict`
-        (scikit-learn's regressors' count score; the mean prediction is
-        the same under either law).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-            Nonnegative targets.
-        sample_weight : array-like of shape (n_samples,), default=None
-
-        Returns
-        -------
-        score : float
-        """
-        return super().score(X, y, sample_weight)
 
 
 def _shape_log_likelihood(r, y, mu, weight):

@@ -6,7 +6,7 @@ from sklearn.metrics import d2_tweedie_score
 
 from .._base import BaseSGMCMC, PosteriorPredictiveMixin
 from .._sampling._glm import GLM, POISSON, model_spec
-from ._logistic import _DOC_ATTRS, _DOC_PARAMS
+from ._logistic import _DOC_ATTRS, _DOC_PARAMS, _single_output_attrs
 
 
 class SGMCMCPoissonRegressor(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
@@ -33,20 +33,7 @@ class SGMCMCPoissonRegressor(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCM
     Parameters
     ----------""" + _DOC_PARAMS + """
     Attributes
-    ----------
-    coef_samples_ : ndarray of shape (n_chains, n_samples, n_features)
-        Posterior draws of the coefficients (on the log scale of the rate).
-    intercept_samples_ : ndarray of shape (n_chains, n_samples)
-        Draws of the intercept (zeros if ``fit_intercept=False``).
-    coef_ : ndarray of shape (n_features,)
-        Posterior mean of the coefficients (over every draw the chains made,
-        stored or not).
-    intercept_ : float
-        Posterior mean of the intercept.
-    coef_std_ : ndarray of shape (n_features,)
-        Posterior standard deviations of the coefficients (the same draws).
-    intercept_std_ : float
-        Posterior standard deviation of the intercept.""" + _DOC_ATTRS + """
+    ----------""" + _single_output_attrs(" (on the log scale of the rate)") + _DOC_ATTRS + """
     Examples
     --------
     >>> import numpy as np
@@ -62,11 +49,14 @@ class SGMCMCPoissonRegressor(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCM
     #: the model registry entry (``_sampling._glm.MODELS``)
     _registry_model = "poisson"
 
+    #: the model's name in messages
+    _model_words = "Poisson"
+
     def _encode_targets(self, y):
-        y = model_spec(POISSON).validate_targets(y)
+        y = model_spec(self._registry_model).validate_targets(y)
         if y.size and not np.sum(y) > 0:
-            raise ValueError("y must have a positive sum for the Poisson model (every count "
-                             "is 0): there is no rate to fit.")
+            raise ValueError(f"y must have a positive sum for the {self._model_words} model "
+                             "(every count is 0): there is no rate to fit.")
         return y
 
     def _make_glm(self, X, y):

@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._base import BaseSGMCMC, PosteriorPredictiveMixin, estimator_parameters
 from .._sampling._glm import GAUSSIAN, GLM, model_spec
-from ._logistic import _DOC_ATTRS, _DOC_PARAMS
+from ._logistic import _DOC_ATTRS, _DOC_PARAMS, _single_output_attrs
 
 
 @estimator_parameters(noise_var="auto", alpha="auto")
@@ -45,20 +45,7 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
         ``sqrt(2 / n)``, is not propagated).
 
     Attributes
-    ----------
-    coef_samples_ : ndarray of shape (n_chains, n_samples, n_features)
-        Posterior draws of the coefficients.
-    intercept_samples_ : ndarray of shape (n_chains, n_samples)
-        Draws of the intercept (zeros if ``fit_intercept=False``).
-    coef_ : ndarray of shape (n_features,)
-        Posterior mean of the coefficients (over every draw the chains made,
-        stored or not).
-    intercept_ : float
-        Posterior mean of the intercept.
-    coef_std_ : ndarray of shape (n_features,)
-        Posterior standard deviations of the coefficients (the same draws).
-    intercept_std_ : float
-        Posterior standard deviation of the intercept.
+    ----------""" + _single_output_attrs() + """
     noise_var_ : float
         The noise variance used.""" + _DOC_ATTRS + """
     Examples
