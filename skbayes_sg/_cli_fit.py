@@ -75,6 +75,7 @@ import tempfile
 import textwrap
 import time
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import scipy.sparse as sp
@@ -806,20 +807,13 @@ def _load_rows(data, target, libsvm, model, spec, say):
     return X, y, names
 
 
-class _Rows:
-    """The training and held-out rows as the fit and the metrics read them:
-    ``X_tr``, ``X_te`` (None without held-out rows), the labels ``y_tr``,
-    ``y_te``, the targets fitted ``t_tr``, ``t_te`` (a standardised ridge
-    target), and the scalings ``x_mean``, ``x_scale``, ``y_mean``, ``y_scale``."""
-
-    def __init__(self, **parts):
-        self.__dict__.update(parts)
-
-
 def _split_and_scale(X, y, names, model, spec, test_size, seed, standardize, stderr):
     """Hold out ``test_size`` of the rows (stratified for a classifier) and
     standardise what ``--standardize`` asks for (else warn about unscaled
-    features)."""
+    features).  Returns the rows as the fit and the metrics read them:
+    ``X_tr``, ``X_te`` (None without held-out rows), the labels ``y_tr``,
+    ``y_te``, the targets fitted ``t_tr``, ``t_te`` (a standardised ridge
+    target) and the scalings ``x_mean``, ``x_scale``, ``y_mean``, ``y_scale``."""
     d = X.shape[1]
     stratify = None
     if model in CLASSIFIERS and test_size > 0:
@@ -855,7 +849,7 @@ def _split_and_scale(X, y, names, model, spec, test_size, seed, standardize, std
         if y_te is not None:
             y_te = y_te.astype(np.float64)
             t_te = (y_te - y_mean) / y_scale
-    return _Rows(X_tr=X_tr, X_te=X_te, y_tr=y_tr, y_te=y_te, t_tr=t_tr, t_te=t_te,
+    return SimpleNamespace(X_tr=X_tr, X_te=X_te, y_tr=y_tr, y_te=y_te, t_tr=t_tr, t_te=t_te,
                  x_mean=x_mean, x_scale=x_scale, y_mean=y_mean, y_scale=y_scale)
 
 

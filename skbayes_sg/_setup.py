@@ -211,15 +211,16 @@ class SetupPolicy:
         self._check_momentum_stop(sampler, subsampling)
         metropolis = self._resolve_metropolis(sampler, subsampling, exact)
         theta0 = ctx.mode() if kind != "identity" else self._calibration_point(ctx)
+        # the identity metric's settings stay as given ("auto" is its sampler's rule)
+        step, friction, iat, error = self.p.step_size, self.p.friction, np.nan, np.nan
+        batch = None if self.p.batch_size == "auto" else int(min(self.p.batch_size, ctx.n))
         if kind != "identity" and metropolis:
-            step, friction, batch, iat, error, metric_cfg = self._metropolis_settings(
-                ctx, kind, metric_cfg, sampler, notes)
+            step, iat, metric_cfg = self._metropolis_settings(ctx, kind, metric_cfg, sampler,
+                                                              notes)
         elif kind != "identity":
             step, friction, batch, iat, error = self._error_model_settings(
-                ctx, sampler, subsampling, exact, v1, overhead, notes)
-        else:
-            step, friction, iat, error = self.p.step_size, self.p.friction, np.nan, np.nan
-            batch = None if self.p.batch_size == "auto" else int(min(self.p.batch_size, ctx.n))
+                ctx, sampler, exact, batch, v1(subsampling) if not exact else 0.0, overhead,
+                notes)
         ctx.batch_size = int(min(batch if batch is not None else DEFAULT_BATCH_SIZE, ctx.n))
         return self._configure(ctx, kind, metric_cfg, sampler, subsampling, metropolis,
                                theta0, step, friction, lazy, notes, float(iat), float(error))
@@ -269,29 +270,27 @@ class SetupPolicy:
     def _metropolis_settings(self, ctx, kind, metric_cfg, sampler, notes):
         """A Metropolis-adjusted dynamics in a whitened metric: dual
         averaging's start (its file's :class:`MetropolisRule`), HMC's
-        trajectory, the batch (all rows) and the planned iterations per
-        draw; ``(step, friction, batch, iat, error, metric)``."""
+        trajectory and the planned iterations per draw (for sizing the
+        windows and the first round; then measured); ``(step, iat, metric)``."""
         rule = SAMPLER_MODULES[sampler].METROPOLIS
         h_start, trajectory, metric_cfg = self._metropolis_start(ctx, kind, metric_cfg, rule)
         step = h_start if self.p.step_size == "auto" else float(self.p.step_size)
         if trajectory is not None:
             notes["trajectory"] = trajectory     # length and jitter
         notes["max_step"] = rule.max_step
-        batch = None if self.p.batch_size == "auto" else int(min(self.p.batch_size, ctx.n))
-        # iterations per effective draw, for sizing the windows and the first
-        # round (then measured)
-        return step, self.p.friction, batch, rule.iterations_per_draw, np.nan, metric_cfg
+        return step, rule.iterations_per_draw, metric_cfg
 
-    def _error_model_settings(self, ctx, sampler, subsampling, exact, v1, overhead, notes):
-        """An unadjusted dynamics in a whitened metric: step, batch and
-        friction from the error model (:func:`._sampling._error_model.choose`);
-        a hand-set step predicted to be far off gets the step that would not
-        be; ``(step, friction, batch, iat, predicted variance error)``."""
+    def _error_model_settings(self, ctx, sampler, exact, batch, noise, overhead, notes):
+        """An unadjusted dynamics in a whitened metric: step, batch (None:
+        "auto") and friction from the error model
+        (:func:`._sampling._error_model.choose`) for the estimator's one-row
+        noise ``noise``; a hand-set step predicted to be far off gets the
+        step that would not be; ``(step, friction, batch, iat, predicted
+        variance error)``."""
         n = ctx.n
-        batch = None if self.p.batch_size == "auto" else int(min(self.p.batch_size, n))
-        notes["noise_per_row"] = v1(subsampling) if not exact else 0.0
+        notes["noise_per_row"] = noise
         settings = _error_model.choose(
-            sampler, notes["noise_per_row"], n, step_size=self.p.step_size,
+            sampler, noise, n, step_size=self.p.step_size,
             batch_size=batch if batch is not None else "auto", friction=self.p.friction,
             overhead_rows=overhead)
         step, friction = settings.step_size, settings.friction
@@ -301,7 +300,7 @@ class SetupPolicy:
         if predicted_error > STEP_ERROR_WARN and self.p.step_size != "auto":
             # the step that would keep the error in budget (warned after the fit)
             advice = _error_model.choose(
-                sampler, notes["noise_per_row"], n, friction=friction,
+                sampler, noise, n, friction=friction,
                 batch_size=batch if batch is not None else "auto",
                 overhead_rows=overhead)
             if advice.variance_error <= _error_model.VARIANCE_ERROR * (1 + 1e-9):

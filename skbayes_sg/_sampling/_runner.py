@@ -680,11 +680,8 @@ class ChainPool:
         self.rebase(self.spec.metric, momentum_scale)
 
     def step_sizes(self):
-        """Every chain's current step (from its state; the config's start
-        step for a chain that has not run)."""
-        start = float(self.spec.sampler_config["step_size"])
-        return np.array([float(s["dynamics"]["step_size"][0]) if s.get("dynamics") else start
-                         for s in self.states])
+        """Every chain's current step (from its state: the chains have run)."""
+        return np.array([float(s["dynamics"]["step_size"][0]) for s in self.states])
 
     def rebase(self, new_metric, momentum_scale=1.0):
         """Move every chain to the coordinates of ``new_metric`` (same

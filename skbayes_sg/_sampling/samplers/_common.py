@@ -5,6 +5,7 @@ Metropolis settings' record.  Pure numpy: no Cython, no torch."""
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg import solve_discrete_lyapunov
 
 # Fraction of the stability/variance limit the automatic step sizes use:
 # with it the stationary variance of a Gaussian target is inflated by
@@ -62,8 +63,6 @@ class Linear:
         """``(var0, f, iat)``: the stationary variance of z without gradient
         noise, the variance added per unit of noise variance, and z's
         integrated autocorrelation time in steps."""
-        from scipy.linalg import solve_discrete_lyapunov
-
         n = self.A.shape[0]
         if np.max(np.abs(np.linalg.eigvals(self.A))) >= 1.0 - 1e-12:
             return np.inf, np.inf, np.inf           # unstable (or not mixing)
@@ -75,6 +74,12 @@ class Linear:
         # an antithetic recursion (iat < 1) helps means but not variances:
         # plan with at least one step per draw
         return float(S0[0, 0]), float(S1[0, 0]), float(max(iat, 1.0))
+
+
+def unit_momentum_variance(cfg):
+    """The momentum's stationary variance per unit temperature: 1 (ULD's
+    velocity has ``u``, its inverse mass)."""
+    return 1.0
 
 
 def rotation(t):

@@ -11,8 +11,8 @@ network's ``neural_network._net_dynamics.BAOAB``.
 import numpy as np
 
 from .._definitions import DynamicsSpec
-from ._common import (Linear, prepare_underdamped, restore,
-                      rotation, start_momentum)
+from ._common import (Linear, prepare_underdamped, restore, rotation, start_momentum,
+                      unit_momentum_variance)
 
 DEFINITION = DynamicsSpec(
     "baoab", "underdamped Langevin by the BAOAB splitting of Leimkuhler and "
@@ -26,7 +26,7 @@ METROPOLIS = None
 IDENTITY_STEP_CHECK = False
 MIXING_HINT = ""
 prepare = prepare_underdamped
-
+momentum_variance_scale = unit_momentum_variance
 
 
 def build(dim, cfg, state, generator):
@@ -46,8 +46,3 @@ def linear_step(h, friction):
     M = R @ np.diag([1.0, d]) @ R
     B_xi = R @ np.array([[0.0], [s]])
     return Linear(M, np.array([[0.0], [-h]]), B_xi)
-
-
-def momentum_variance_scale(cfg):
-    """The momentum's stationary variance per unit temperature."""
-    return 1.0

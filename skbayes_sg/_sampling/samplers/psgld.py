@@ -12,7 +12,8 @@ estimate there: a network has no Laplace moments).
 import numpy as np
 
 from .._definitions import DynamicsSpec
-from ._common import AUTO_STEP_FRACTION, restore
+from ._common import AUTO_STEP_FRACTION, restore, unit_momentum_variance
+from .sgld import MIXING_HINT as SGLD_MIXING_HINT
 
 DEFINITION = DynamicsSpec(
     "psgld", "its RMSprop-preconditioned variant (its own metric, the Gamma "
@@ -22,7 +23,8 @@ MAX_STEP = None          # no error model: it is never whitened
 FRICTION_GRID = None
 METROPOLIS = None
 IDENTITY_STEP_CHECK = True
-MIXING_HINT = "sampler='sghmc' often explores faster at the same cost per step."
+MIXING_HINT = SGLD_MIXING_HINT
+momentum_variance_scale = unit_momentum_variance
 
 
 def start_accumulator(ctx, theta0, noise, temperature):
@@ -76,7 +78,3 @@ def identity_preconditioner(cfg, states, dim):
     """The chains' RMSprop diagonal G at the end of the fit, averaged."""
     V = np.mean([np.asarray(s["dynamics"]["V"]) for s in states], axis=0)
     return np.sqrt(1.0 / (float(cfg.get("eps", 1e-5)) + np.sqrt(V)))
-
-
-def momentum_variance_scale(cfg):
-    return 1.0

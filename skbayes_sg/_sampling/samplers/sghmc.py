@@ -10,8 +10,8 @@ network's ``neural_network._net_dynamics.SGHMC``.
 import numpy as np
 
 from .._definitions import DynamicsSpec
-from ._common import (FRICTIONS, Linear, prepare_underdamped,
-                      restore, start_momentum)
+from ._common import (FRICTIONS, Linear, prepare_underdamped, restore, start_momentum,
+                      unit_momentum_variance)
 
 DEFINITION = DynamicsSpec(
     "sghmc", "SG Hamiltonian Monte Carlo as underdamped Langevin integrated by "
@@ -25,7 +25,7 @@ METROPOLIS = None
 IDENTITY_STEP_CHECK = False
 MIXING_HINT = ""
 prepare = prepare_underdamped
-
+momentum_variance_scale = unit_momentum_variance
 
 
 def build(dim, cfg, state, generator):
@@ -41,8 +41,3 @@ def linear_step(h, friction):
     A = np.array([[1.0, h], [-h, 1.0 - h * friction]])
     return Linear(A, np.array([[0.0], [-h]]),
                   np.array([[0.0], [py_friction_noise(friction, 1.0, h)]]))
-
-
-def momentum_variance_scale(cfg):
-    """The momentum's stationary variance per unit temperature."""
-    return 1.0

@@ -15,7 +15,8 @@ Kernels: ``_dynamics.SGHMCLeapfrog`` (Cython), the network's
 import numpy as np
 
 from .._definitions import DynamicsSpec
-from ._common import Linear, MetropolisRule, dynamics_frame, restore, rotation
+from ._common import (Linear, MetropolisRule, dynamics_frame, restore, rotation,
+                      unit_momentum_variance)
 
 DEFINITION = DynamicsSpec(
     "sghmc-leapfrog", "SG-HMC with leapfrog (momentum redrawn every step, "
@@ -34,6 +35,7 @@ MIXING_HINT = ""
 #: trajectory length of the split leapfrog in whitened units: a quarter
 #: period of the reference Gaussian carries a draw to an independent one
 TRAJECTORY = np.pi / 2
+momentum_variance_scale = unit_momentum_variance
 
 
 def prepare(ctx, theta0, step_size, friction, noise, temperature):
@@ -90,8 +92,3 @@ def linear_step(h, friction):
         eps_p[k + 1] -= h / 2
     return Linear(np.array([[zmap[0]]]), eps_z[None, :], np.array([[zmap[1]]]),
                   gradients=K + 1.0)
-
-
-def momentum_variance_scale(cfg):
-    """The momentum's stationary variance per unit temperature."""
-    return 1.0

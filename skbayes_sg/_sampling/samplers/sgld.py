@@ -13,7 +13,8 @@ step in ``_lazy.pyx``, the network's ``neural_network._net_dynamics.SGLD``.
 import numpy as np
 
 from .._definitions import DynamicsSpec
-from ._common import AUTO_STEP_FRACTION, Linear, MetropolisRule, dynamics_frame, restore
+from ._common import (AUTO_STEP_FRACTION, Linear, MetropolisRule, dynamics_frame, restore,
+                      unit_momentum_variance)
 
 DEFINITION = DynamicsSpec(
     "sgld", "stochastic gradient Langevin dynamics (an exponential integrator in a "
@@ -30,6 +31,7 @@ METROPOLIS = MetropolisRule(start_step=1.0, max_step=3.0, target_accept=0.6,
 #: variance error predicted after the fit
 IDENTITY_STEP_CHECK = True
 MIXING_HINT = "sampler='sghmc' often explores faster at the same cost per step."
+momentum_variance_scale = unit_momentum_variance      # no momentum: the unit default
 
 
 def auto_step(ctx, noise):
@@ -62,7 +64,3 @@ def linear_step(h, friction):
 def identity_preconditioner(cfg, states, dim):
     """The step's preconditioner in the identity metric: none."""
     return np.ones(dim)
-
-
-def momentum_variance_scale(cfg):
-    return 1.0

@@ -12,8 +12,8 @@ every coordinate each step).
 import numpy as np
 
 from .._definitions import DynamicsSpec
-from ._common import (FRICTIONS, Linear, prepare_underdamped,
-                      restore, start_momentum)
+from ._common import (FRICTIONS, Linear, prepare_underdamped, restore, start_momentum,
+                      unit_momentum_variance)
 
 DEFINITION = DynamicsSpec(
     "sgnht", "the stochastic gradient Nose-Hoover thermostat of Ding et al. (2014): "
@@ -30,7 +30,7 @@ MIXING_HINT = ""
 #: the thermostat starts at the friction the identity metric's rule sets for
 #: SGHMC (critical damping of the stiffest direction)
 prepare = prepare_underdamped
-
+momentum_variance_scale = unit_momentum_variance
 
 
 def build(dim, cfg, state, generator):
@@ -50,8 +50,3 @@ def linear_step(h, friction):
     from .._coefficients import py_friction_noise
     return Linear(A, np.array([[-h * h], [-h]]),
                   py_friction_noise(friction, 1.0, h) * np.array([[h], [1.0]]))
-
-
-def momentum_variance_scale(cfg):
-    """The momentum's stationary variance per unit temperature."""
-    return 1.0
