@@ -635,3 +635,35 @@ def test_import_and_error_without_torch():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, timeout=120)
     assert res.returncode == 0 and "OK" in res.stdout, res.stderr
+
+
+def test_small_steps_run_on_one_thread_and_the_setting_is_restored(monkeypatch):
+    """A chain step of a small network runs on one intra-op thread (a second
+    saves nothing there and, on a busy machine, makes the fit several times
+    slower); a large one keeps torch's setting; either way the user's
+    setting is back after the fit, also when the fit raises."""
+    seen = []
+    real = _torch_sampler.ChainRunner.run
+
+    def spy(self, *args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(_torch_sampler.ChainRunner, "run", spy)
+    X, y = _small_data()
+    torch.set_num_threads(2)
+    try:
+        SGMCMCMLPClassifier(hidden_layer_sizes=(8,), n_samples=5, n_warmup=20, thin=1,
+                            n_chains=2, random_state=0).fit(X, y)
+        assert seen == [1, 1] and torch.get_num_threads() == 2
+        small = _torch_sampler.MLPNet((X.shape[1], 8, 2), "relu", True)
+        big = _torch_sampler.MLPNet((784, 400, 400, 10), "relu", False)
+        with _torch_sampler.step_threads(big, 200, "cpu"):
+            assert torch.get_num_threads() == 2
+        with pytest.raises(KeyboardInterrupt):
+            with _torch_sampler.step_threads(small, 200, "cpu"):
+                assert torch.get_num_threads() == 1
+                raise KeyboardInterrupt
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)

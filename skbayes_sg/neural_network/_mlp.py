@@ -773,7 +773,8 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkPosteriorMixin, Classifie
                             exact=True)
         # an interrupted fit changes nothing (a warm start continues as before)
         with torch.no_grad(), progress_guard(progress), \
-                interrupt_note(type(self).__name__, continuing):
+                interrupt_note(type(self).__name__, continuing), \
+                backend.step_threads(net, min(int(params["batch_size"]), Xt.shape[0]), device):
             for c, (saved, seed) in enumerate(zip(run["states"], run["seeds"])):
                 gen = torch.Generator(device=device)
                 gen.manual_seed(seed)

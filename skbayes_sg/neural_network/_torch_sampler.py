@@ -22,6 +22,7 @@ the CPU a step of SGLD, pSGLD, SGHMC, BAOAB or SGNHT is one fused sweep
 operations.
 """
 
+import contextlib
 import math
 
 import numpy as np
@@ -38,6 +39,12 @@ _PREDICT_BLOCK_ELEMENTS = 1 << 23
 _FINITE_CHECK_EVERY = 100
 # |log-probability| below which exp() stays a normal (not subnormal) float.
 _LOGIT_CLAMP = {torch.float32: 80.0, torch.float64: 700.0}
+# A minibatch's multiply-adds (rows x sum of fan_in x fan_out) below which a
+# CPU step runs on one thread: there a second intra-op thread saves nothing
+# (64-100-10 at 200 rows: 290 us a gradient on one thread, 315-350 on two;
+# 784-400-400-10: 3.5 ms against 2.5 ms, issue 26), and when the other core
+# is busy it makes the whole fit 3-7x slower (threads waiting on each other).
+SMALL_STEP_WORK = 8_000_000
 
 
 def torch_dtype(name):
@@ -220,6 +227,24 @@ class MLPNet:
                 dim=-1,
             )
         return torch.log_softmax(z, dim=-1)
+
+
+@contextlib.contextmanager
+def step_threads(net, batch_size, device):
+    """Run the chains on one intra-op thread when a step is small (on the
+    CPU, ``batch_size * sum(fan_in * fan_out)`` below :data:`SMALL_STEP_WORK`);
+    torch's own setting is restored afterwards (and used as it is for larger
+    steps and other devices)."""
+    work = int(batch_size) * sum(fi * fo for fi, fo, *_ in net.layers)
+    before = torch.get_num_threads()
+    single = str(device) == "cpu" and work < SMALL_STEP_WORK and before > 1
+    if single:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if single:
+            torch.set_num_threads(before)
 
 
 def _prediction_blocks(net, n_draws, max_draws):
