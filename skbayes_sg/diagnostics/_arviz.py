@@ -49,48 +49,39 @@ def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predic
         Anything with ``coef_samples_`` and ``intercept_samples_``.  For a
         pipeline, ``X`` goes through its steps before the final estimator.
     X : {array-like, sparse matrix} of shape (n_obs, n_features) or None
-        Observations.  With ``y``: the ``log_likelihood`` group (``y``,
-        dims ``(chain, draw, obs)``: ``log p(y_i | x_i, theta)`` per
-        observation and draw, what :func:`skbayes_sg.diagnostics.loo`,
-        ``az.loo``, ``az.waic`` and ``az.compare`` read), ``observed_data``
-        and ``lp`` in ``sample_stats``.  It costs ``n_obs x n_draws``
-        doubles.  Without ``y`` (new data): the ``posterior_predictive``
-        group alone.
+        Observations.  With ``y``: the ``log_likelihood`` group (``y``, dims
+        ``(chain, draw, obs)``: ``log p(y_i | x_i, theta)`` per observation and
+        draw, what :func:`skbayes_sg.diagnostics.loo`, ``az.loo``, ``az.waic`` and
+        ``az.compare`` read; ``n_obs x n_draws`` doubles), ``observed_data`` and
+        ``lp`` in ``sample_stats``.  Without ``y`` (new data): the
+        ``posterior_predictive`` group alone.
     y : array-like of shape (n_obs,) or None
         Their targets (class labels for a classifier).
     posterior_predictive : bool or None, default=None
-        Add the ``posterior_predictive`` group: ``y``, dims ``(chain, draw,
-        obs)``, one observation per row of ``X`` and posterior draw, drawn
-        from the model at that draw (what ``estimator.sample_y(X,
-        n_draws=None)`` returns, transposed; for ``az.plot_ppc`` or a
-        held-out predictive check).  Needs ``X``.  ``None``: True when ``X``
-        comes without ``y``, else False.
+        Add the ``posterior_predictive`` group: ``y``, dims ``(chain, draw, obs)``,
+        one observation per row of ``X`` and posterior draw, drawn from the model
+        at that draw (what ``estimator.sample_y(X, n_draws=None)`` returns,
+        transposed; for ``az.plot_ppc`` or a held-out predictive check).  Needs
+        ``X``.  ``None``: True when ``X`` comes without ``y``, else False.
     random_state : int, RandomState instance or None, default=None
         Seeds the posterior predictive draws.
     names : sequence of str or None, default=None
-        Feature names for the ``coef_dim`` coordinate; by default
-        ``feature_names_in_`` when the estimator was fitted on named columns,
-        else ``x0, x1, ...``.
+        Feature names for the ``coef_dim`` coordinate; by default ``feature_names_in_``
+        when the estimator was fitted on named columns, else ``x0, x1, ...``.
 
     Returns
     -------
     idata : arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
-        Its ``posterior`` group holds
-
-        - ``coef``, dims ``(chain, draw, coef_dim)``, or ``(chain, draw,
-          class, coef_dim)`` for a multinomial model (the layout of
-          ``coef_samples_``);
-        - ``intercept``, dims ``(chain, draw)`` or ``(chain, draw, class)``
-          (absent when ``fit_intercept=False``);
-
-        with coordinates ``coef_dim`` (the feature names) and ``class``
-        (``classes_``).  The attributes of the posterior group record the
-        sampler, the subsampling scheme, ``step_size_``, ``n_grad_evals_``
+        Its ``posterior`` group holds ``coef``, dims ``(chain, draw, coef_dim)``
+        (multinomial: ``(chain, draw, class, coef_dim)``, the layout of
+        ``coef_samples_``), and ``intercept``, dims ``(chain, draw)`` or
+        ``(chain, draw, class)`` (absent when ``fit_intercept=False``), with coordinates
+        ``coef_dim`` (the feature names) and ``class`` (``classes_``); its attributes
+        record the sampler, the subsampling scheme, ``step_size_``, ``n_grad_evals_``
         and ``sampling_time_`` (``sampling_time`` is the name ArviZ uses).
-        ``sample_stats`` holds ``step_size`` and ``diverging`` per draw
-        (always False: a fit whose chain diverged raises instead of
-        returning draws) and, with ``X`` and ``y``, ``lp``, the log
-        posterior density of every draw up to a constant.
+        ``sample_stats`` holds ``step_size`` and ``diverging`` per draw (always False: a
+        fit whose chain diverged raises instead of returning draws) and, with ``X`` and
+        ``y``, ``lp``, the log posterior density of every draw up to a constant.
 
     Raises
     ------
@@ -112,13 +103,37 @@ def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predic
     az = _import_arviz()
     pipeline = estimator            # X goes through a pipeline's steps below
     estimator = _final_estimator(estimator)
-    if not hasattr(estimator, "intercept_samples_") and hasattr(estimator,
-                                                                "to_inference_data"):
+    if not hasattr(estimator, "intercept_samples_") and hasattr(estimator, "to_inference_data"):
         # the network: its own layout (weights per layer, invariant quantities)
-        if X is not None:
-            X = _final_estimator_and_features(pipeline, X)[1]
-        return estimator.to_inference_data(X, y, posterior_predictive=posterior_predictive,
-                                           random_state=random_state)
+        return _network_export(pipeline, estimator, X, y, posterior_predictive, random_state)
+    posterior, dims, coords = _posterior_layout(estimator, names)
+    attrs = _posterior_attrs(estimator)
+    shape = np.shape(estimator.intercept_samples_)[:2]          # (chains, draws)
+    sample_stats = _draw_stats(estimator, shape)
+    groups = {}
+    posterior_predictive = _predictive_request(X, y, posterior_predictive)
+    if X is not None:
+        groups, lp, n_obs = _observation_groups(pipeline, X, y, posterior, shape,
+                                                posterior_predictive, random_state)
+        dims["y"], coords["obs"] = ["obs"], np.arange(n_obs)
+        if lp is not None:
+            sample_stats["lp"] = lp
+    return _from_dict(az, posterior, sample_stats, groups, coords, dims, attrs)
+
+
+def _network_export(pipeline, network, X, y, posterior_predictive, random_state):
+    """The network's own export (``network.to_inference_data``), with ``X``
+    first through the steps of a pipeline."""
+    if X is not None:
+        X = _final_estimator_and_features(pipeline, X)[1]
+    return network.to_inference_data(X, y, posterior_predictive=posterior_predictive,
+                                     random_state=random_state)
+
+
+def _posterior_layout(estimator, names):
+    """``(posterior, dims, coords)`` of a linear estimator's export: the
+    ``coef`` and ``intercept`` draws, their dims, and the ``coef_dim`` (and
+    ``class``) coordinates."""
     coef = np.asarray(estimator.coef_samples_)
     d = coef.shape[-1]
     names = _feature_names(estimator, names, d)
@@ -134,7 +149,12 @@ def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predic
         posterior["intercept"] = np.asarray(estimator.intercept_samples_)
     else:
         del dims["intercept"]
+    return posterior, dims, coords
 
+
+def _posterior_attrs(estimator):
+    """The attributes of the ``posterior`` group: the library, the estimator,
+    the settings its fit used, its step size, gradient evaluations and time."""
     from .._version import __version__
 
     attrs = {"inference_library": "skbayes_sg",
@@ -150,32 +170,49 @@ def to_inference_data(estimator, X=None, y=None, *, names=None, posterior_predic
                       ("sampling_time_", "sampling_time")):
         if hasattr(estimator, key):
             attrs[name] = getattr(estimator, key)
-    chains, draws = np.shape(estimator.intercept_samples_)[:2]
-    sample_stats = {"diverging": np.zeros((chains, draws), dtype=bool)}
+    return attrs
+
+
+def _draw_stats(estimator, shape):
+    """The ``sample_stats`` of every draw (``shape``: chains, draws) before
+    ``lp``: ``diverging`` (all False) and, when known, ``step_size``."""
+    sample_stats = {"diverging": np.zeros(shape, dtype=bool)}
     if hasattr(estimator, "step_size_"):
-        sample_stats["step_size"] = np.full((chains, draws), float(estimator.step_size_))
-    groups = {}
-    posterior_predictive = _predictive_request(X, y, posterior_predictive)
-    if X is not None:
-        model, X = _final_estimator_and_features(pipeline, X)
-        dims["y"] = ["obs"]
-        coords["obs"] = np.arange(X.shape[0])
-        if y is not None:
-            if not hasattr(model, "_log_likelihood_draws"):
-                raise ValueError(f"{type(model).__name__} has no pointwise log likelihood; "
-                                 "call to_inference_data without y.")
-            y = np.asarray(y).ravel()
-            loglik = model._log_likelihood_draws(X, y).T.reshape(chains, draws, -1)
-            groups["log_likelihood"] = {"y": loglik}
-            groups["observed_data"] = {"y": y}
-            sample_stats["lp"] = loglik.sum(axis=2) + _log_prior(model, posterior)
-        if posterior_predictive:
-            if not hasattr(model, "_predictive_draws"):
-                raise ValueError(f"{type(model).__name__} draws no observations; pass "
-                                 "posterior_predictive=False.")
-            from sklearn.utils import check_random_state
-            pred = model._predictive_draws(X, check_random_state(random_state))
-            groups["posterior_predictive"] = {"y": pred.T.reshape(chains, draws, -1)}
+        sample_stats["step_size"] = np.full(shape, float(estimator.step_size_))
+    return sample_stats
+
+
+def _observation_groups(pipeline, X, y, posterior, shape, posterior_predictive,
+                        random_state):
+    """``(groups, lp, n_obs)`` at the observations ``X`` (through the steps of
+    a pipeline): with ``y`` the ``log_likelihood`` and ``observed_data``
+    groups and ``lp``, the log posterior of every draw (else None); the
+    ``posterior_predictive`` group when asked; and the number of rows."""
+    chains, draws = shape
+    model, X = _final_estimator_and_features(pipeline, X)
+    groups, lp = {}, None
+    if y is not None:
+        if not hasattr(model, "_log_likelihood_draws"):
+            raise ValueError(f"{type(model).__name__} has no pointwise log likelihood; "
+                             "call to_inference_data without y.")
+        y = np.asarray(y).ravel()
+        loglik = model._log_likelihood_draws(X, y).T.reshape(chains, draws, -1)
+        groups["log_likelihood"] = {"y": loglik}
+        groups["observed_data"] = {"y": y}
+        lp = loglik.sum(axis=2) + _log_prior(model, posterior)
+    if posterior_predictive:
+        if not hasattr(model, "_predictive_draws"):
+            raise ValueError(f"{type(model).__name__} draws no observations; pass "
+                             "posterior_predictive=False.")
+        from sklearn.utils import check_random_state
+        pred = model._predictive_draws(X, check_random_state(random_state))
+        groups["posterior_predictive"] = {"y": pred.T.reshape(chains, draws, -1)}
+    return groups, lp, X.shape[0]
+
+
+def _from_dict(az, posterior, sample_stats, groups, coords, dims, attrs):
+    """The export, ``az.from_dict`` called as the installed ArviZ takes it:
+    a DataTree from ArviZ 1.x, an InferenceData from 0.x."""
     if _arviz_major(az) >= 1:
         # ArviZ 1.x (arviz-base): one dict of groups, a DataTree back
         return az.from_dict({"posterior": posterior, "sample_stats": sample_stats, **groups},

@@ -137,6 +137,27 @@ def ksd(samples, grad_log_density, kernel="imq", c=1.0, beta=-0.5, *, statistic=
     >>> ksd(x + 1.0, -(x + 1.0)) > 10 * ksd(x, -x)
     True
     """
+    _check_ksd_options(kernel, c, beta, statistic)
+    X, S = _draws_and_scores(samples, grad_log_density)
+    n, d = X.shape
+    if statistic == "u" and n < 2:
+        raise ValueError("the U-statistic needs at least 2 draws.")
+    c, beta = float(c), float(beta)
+    X = X - X.mean(axis=0)                       # differences only: better rounding
+    total = _stein_kernel_sum(X, S, c, beta, block_size)
+    if statistic == "v":
+        value = total / (n * n)
+    else:
+        # k0(x, x) = ||s(x)||^2 - 2 beta d / c^2 (u = 1, r = 0)
+        diag = float(np.einsum("ij,ij->", S, S)) - n * 2.0 * beta * d / (c * c)
+        value = (total - diag) / (n * (n - 1))
+    if squared:
+        return float(value)
+    return float(np.sqrt(max(value, 0.0)))
+
+
+def _check_ksd_options(kernel, c, beta, statistic):
+    """Returns None; raises a ValueError naming the first invalid option of :func:`ksd`."""
     if kernel != "imq":
         raise ValueError(f"kernel={kernel!r} is not supported; use kernel='imq'.")
     if not (isinstance(c, numbers.Real) and c > 0):
@@ -145,6 +166,12 @@ def ksd(samples, grad_log_density, kernel="imq", c=1.0, beta=-0.5, *, statistic=
         raise ValueError(f"beta must be negative (the IMQ kernel), got {beta!r}.")
     if statistic not in ("v", "u"):
         raise ValueError(f"statistic must be 'v' or 'u', got {statistic!r}.")
+
+
+def _draws_and_scores(samples, grad_log_density):
+    """``(X, S)``: the draws and their scores as validated float64 arrays of
+    the same shape (n_draws, n_dims); the score function, if one is given,
+    called once on ``X``."""
     X = np.asarray(samples, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
@@ -158,12 +185,14 @@ def ksd(samples, grad_log_density, kernel="imq", c=1.0, beta=-0.5, *, statistic=
         raise ValueError(f"grad_log_density has shape {S.shape}; the samples have {X.shape}.")
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(S))):
         raise ValueError("samples and grad_log_density must be finite.")
-    n, d = X.shape
-    if statistic == "u" and n < 2:
-        raise ValueError("the U-statistic needs at least 2 draws.")
-    c, beta = float(c), float(beta)
+    return X, S
 
-    X = X - X.mean(axis=0)                       # differences only: better rounding
+
+def _stein_kernel_sum(X, S, c, beta, block_size):
+    """``sum_{i,j} k0(x_i, x_j)`` of the IMQ Stein kernel over all pairs of
+    rows of the centred draws ``X`` (scores ``S``), as a float, computed in
+    blocks of ``block_size`` rows (None: about ``_BLOCK_ELEMENTS`` entries)."""
+    n, d = X.shape
     sq = np.einsum("ij,ij->i", X, X)
     xs = np.einsum("ij,ij->i", X, S)
     rows = block_size or max(1, _BLOCK_ELEMENTS // n)
@@ -175,15 +204,7 @@ def ksd(samples, grad_log_density, kernel="imq", c=1.0, beta=-0.5, *, statistic=
                             xs[rest], c, beta, d)
         m = k0.shape[0]
         total += float(k0[:, :m].sum()) + 2.0 * float(k0[:, m:].sum())
-    if statistic == "v":
-        value = total / (n * n)
-    else:
-        # k0(x, x) = ||s(x)||^2 - 2 beta d / c^2 (u = 1, r = 0)
-        diag = float(np.einsum("ij,ij->", S, S)) - n * 2.0 * beta * d / (c * c)
-        value = (total - diag) / (n * (n - 1))
-    if squared:
-        return float(value)
-    return float(np.sqrt(max(value, 0.0)))
+    return total
 
 
 # ----------------------------------------------------------------- estimators

@@ -334,85 +334,60 @@ def loo(data, X=None, y=None, *, r_eff="auto", var_name=None, exact_tol=EXACT_TO
         reloo=False, warn=True):
     """Leave-one-out cross-validation by Pareto-smoothed importance sampling.
 
-    Estimates ``elpd_loo = sum_i log p(y_i | y_-i)``, the expected log
-    predictive density of a new observation, from one fit: the draws of
-    the full posterior are reweighted by ``1 / p(y_i | theta_s)`` and the
-    largest weights smoothed by a generalized Pareto fit (PSIS, Vehtari et
-    al., 2024).  Observations fitted so confidently that every draw gives
-    them the same likelihood (to ``exact_tol``) are the exact case: their
-    leave-one-out predictive equals the full one, k-hat is ``-inf``.
-    (``az.loo`` gives NaN on those; this function does not.)
+    Estimates ``elpd_loo = sum_i log p(y_i | y_-i)``, the expected log predictive
+    density of a new observation, from one fit by PSIS (Vehtari et al., 2024): the
+    draws reweighted (Notes), the largest weights smoothed by a generalized Pareto fit.
 
     Parameters
     ----------
     data : fitted estimator, Pipeline, ArviZ export or array-like
-        A fitted SG-MCMC estimator (or a pipeline ending with one) with the
-        ``X`` and ``y`` it was fitted on; an ``InferenceData`` / ``DataTree``
-        with a ``log_likelihood`` group (``estimator.to_inference_data(X,
-        y)``); or the log-likelihood itself, of shape ``(n_chains, n_draws,
-        n_obs)`` or ``(n_draws, n_obs)``.
+        A fitted SG-MCMC estimator (or a pipeline ending with one) with the ``X``
+        and ``y`` it was fitted on; an ``InferenceData`` / ``DataTree`` with a
+        ``log_likelihood`` group (``estimator.to_inference_data(X, y)``); or the
+        log-likelihood, of shape ``(n_chains, n_draws, n_obs)`` or ``(n_draws, n_obs)``.
     X : {array-like, sparse matrix} of shape (n_obs, n_features) or None
         With an estimator: the observations (the training data).
     y : array-like of shape (n_obs,) or None
         With an estimator: their targets.
     r_eff : "auto", float or array-like of shape (n_obs,), default="auto"
-        Relative efficiency of the draws (ESS / n_draws), which sets the
-        Pareto tail length.  ``"auto"``: the ESS of ``p(y_i | theta)`` over
-        the chains, as the ``loo`` package's ``relative_eff`` (1 for a
-        2-D array).
+        Relative efficiency of the draws (ESS / n_draws), which sets the Pareto
+        tail length.  ``"auto"``: the ESS of ``p(y_i | theta)`` over the chains,
+        as the ``loo`` package's ``relative_eff`` (1 for a 2-D array).
     var_name : str or None, default=None
-        The variable of the ``log_likelihood`` group (needed when it holds
-        several).
+        The variable of the ``log_likelihood`` group (needed when it holds several).
     exact_tol : float, default=0.01
-        Error budget of the exact case, in nats.  The observations whose
-        log-likelihood varies least over the draws (the well-separated rows
-        of a confident classifier: ``-1e-30`` on every draw), as many as
-        keep the sum of their spreads ``max_s - min_s log p(y_i |
-        theta_s)`` within ``exact_tol``, get uniform weights, ``elpd_loo_i
-        = lpd_i`` and ``k = -inf``: any weighting moves their
-        ``elpd_loo_i`` by at most that spread, so together they change
-        ``elpd_loo`` by at most ``exact_tol``.  Their Pareto fit would only
-        describe a tail worth nothing.  ``0``: only constant ratios.
+        Error budget of the exact case, in nats: the observations of least spread
+        ``max_s - min_s log p(y_i | theta_s)``, as many as keep the sum of spreads within
+        it, get uniform weights, ``k = -inf`` and ``elpd_loo_i = lpd_i`` (the full
+        predictive; ``az.loo``: NaN); ``0``: only constant ratios.  See :doc:`/diagnostics`.
     reloo : bool, default=False
-        With an estimator: compute ``elpd_loo_i`` of every observation with
-        k-hat above the threshold exactly, by refitting a clone of the
-        estimator without that observation (one fit each).
+        With an estimator: compute ``elpd_loo_i`` of every observation with k-hat
+        above the threshold exactly, by refitting a clone without it (one fit each).
     warn : bool, default=True
-        Issue a :class:`LOOWarning` when some k-hat (after ``reloo``) is
-        above the threshold.
+        Issue a :class:`LOOWarning` when some k-hat (after ``reloo``) is too large.
 
     Returns
     -------
     result : LOOResult
-        ``elpd_loo``, ``se``, ``p_loo``, ``lpd``, ``looic`` and the
-        pointwise ``elpd_loo_i`` and ``pareto_k``.
+        ``elpd_loo``, ``se``, ``p_loo``, ``lpd``, ``looic``, ``elpd_loo_i``, ``pareto_k``.
 
     Warns
     -----
     LOOWarning
-        When k-hat exceeds ``min(1 - 1/log10(S), 0.7)`` for some
-        observations: their importance-sampling estimate is unreliable
-        (usually too optimistic).
+        When k-hat exceeds ``min(1 - 1/log10(S), 0.7)`` for some observations:
+        their importance-sampling estimate is unreliable (usually too optimistic).
 
     Notes
     -----
-    The ratios are ``1 / p(y_i | theta)^(1/T)`` for an estimator fitted at
-    ``temperature=T`` (1 for an export or an array).  They assume that each
-    row enters the likelihood once: for a fit with ``sample_weight`` or
-    ``class_weight``, the leave-one-out posterior of a row differs.
+    The ratios are ``1 / p(y_i | theta_s)^(1/T)`` for a fit at ``temperature=T`` (1 for
+    an export or an array); they assume that each row enters the likelihood once (with
+    ``sample_weight`` or ``class_weight`` its leave-one-out posterior differs).
 
     References
     ----------
-    Vehtari, A., Gelman, A. and Gabry, J. (2017). Practical Bayesian model
-    evaluation using leave-one-out cross-validation and WAIC. Statistics and
-    Computing 27, 1413-1432.
-
-    Vehtari, A., Simpson, D., Gelman, A., Yao, Y. and Gabry, J. (2024).
-    Pareto smoothed importance sampling. JMLR 25(72), 1-58.
-
-    Zhang, J. and Stephens, M. A. (2009). A new and efficient estimation
-    method for the generalized Pareto distribution. Technometrics 51,
-    316-325.
+    - Vehtari, Gelman, Gabry (2017). Practical Bayesian model evaluation using LOO-CV and WAIC.
+    - Vehtari, Simpson, Gelman, Yao, Gabry (2024). Pareto smoothed importance sampling. JMLR.
+    - Zhang, Stephens (2009). Estimation of the generalized Pareto distribution. Technometrics.
 
     Examples
     --------
@@ -426,12 +401,25 @@ def loo(data, X=None, y=None, *, r_eff="auto", var_name=None, exact_tol=EXACT_TO
     >>> res = loo(clf, X, y)                                # doctest: +SKIP
     >>> res.elpd_loo, res.se                                # doctest: +SKIP
     """
+    flat, temperature, estimator, r_eff = _loo_inputs(data, X, y, var_name, r_eff, reloo)
+    elpd_i, lpd_i, mcse_i, k = _psis_loo_pointwise(flat, temperature, r_eff, exact_tol)
+    refitted = []
+    if reloo:
+        elpd_i, mcse_i, refitted = _reloo(estimator, X, y, elpd_i, mcse_i, k, len(flat))
+    result = LOOResult(elpd_i, lpd_i, k, len(flat), r_eff, refitted, mcse_i)
+    if warn and len(result.bad_k):
+        warnings.warn(_unreliable_message(result, estimator), LOOWarning, stacklevel=2)
+    return result
+
+
+def _loo_inputs(data, X, y, var_name, r_eff, reloo):
+    """``(log_lik (n_chains * n_draws, n_obs), temperature, estimator or None,
+    r_eff (n_obs,))`` of :func:`loo`'s arguments, validated."""
     ll, temperature, estimator = _log_likelihood_of(data, X, y, var_name)
     if reloo and estimator is None:
         raise ValueError("reloo=True refits the estimator: pass the fitted estimator with "
                          "X and y, not an export or an array.")
     chains, draws, n = ll.shape
-    S = chains * draws
     if not np.all(np.isfinite(ll)):
         raise ValueError("the log likelihood holds non-finite values (a draw gives an "
                          "observation zero probability); PSIS-LOO needs finite ones.")
@@ -441,7 +429,13 @@ def loo(data, X=None, y=None, *, r_eff="auto", var_name=None, exact_tol=EXACT_TO
                              f"{r_eff!r}.")
         r_eff = _relative_eff(ll) if chains > 1 or draws >= 4 else np.ones(n)
     r_eff = np.broadcast_to(np.asarray(r_eff, dtype=np.float64), (n,)).copy()
-    flat = ll.reshape(S, n)
+    return ll.reshape(chains * draws, n), temperature, estimator, r_eff
+
+
+def _psis_loo_pointwise(flat, temperature, r_eff, exact_tol):
+    """``(elpd_loo_i, lpd_i, mcse_i, pareto_k)``, each of shape (n_obs,), of
+    the log-likelihood ``flat`` (n_draws, n_obs) by PSIS."""
+    S = flat.shape[0]
     lw, k = psislw(-flat / temperature, r_eff, exact_tol=exact_tol)
     lw = np.atleast_2d(lw.T).T
     k = np.atleast_1d(k)
@@ -451,27 +445,30 @@ def loo(data, X=None, y=None, *, r_eff="auto", var_name=None, exact_tol=EXACT_TO
     rel = np.exp(flat - elpd_i) - 1.0                  # p_s / p_hat - 1
     mcse_i = np.sqrt(np.sum(np.exp(2.0 * lw) * rel ** 2, axis=0) / r_eff)
     mcse_i[np.isneginf(k)] = 0.0
-    refitted = []
-    if reloo:
-        bad = np.flatnonzero(k > k_threshold(S))
-        elpd_i = elpd_i.copy()
-        for i in bad:
-            elpd_i[i], mcse_i[i] = _refit_elpd(estimator, X, y, int(i))
-        refitted = bad
-    result = LOOResult(elpd_i, lpd_i, k, S, r_eff, refitted, mcse_i)
+    return elpd_i, lpd_i, mcse_i, k
+
+
+def _reloo(estimator, X, y, elpd_i, mcse_i, k, n_draws):
+    """``(elpd_loo_i, mcse_i, refitted)``: the observations with k-hat above
+    the threshold (``refitted``) recomputed by refitting without each."""
+    bad = np.flatnonzero(k > k_threshold(n_draws))
+    elpd_i = elpd_i.copy()
+    for i in bad:
+        elpd_i[i], mcse_i[i] = _refit_elpd(estimator, X, y, int(i))
+    return elpd_i, mcse_i, bad
+
+
+def _unreliable_message(result, estimator):
+    """The text of :func:`loo`'s :class:`LOOWarning` on ``result.bad_k``."""
     bad = result.bad_k
-    if warn and len(bad):
-        shown = ", ".join(str(i) for i in bad[:10]) + (", ..." if len(bad) > 10 else "")
-        fix = ("pass reloo=True to compute them by refitting without each (one fit per "
-               "observation), " if estimator is not None else
-               "call loo(estimator, X, y, reloo=True) to refit without each of them, ")
-        warnings.warn(
-            f"PSIS-LOO is unreliable for {len(bad)} of {n} observations (Pareto k-hat > "
-            f"{result.k_threshold:.2f}: rows {shown}); their elpd_loo_i is likely too high. "
-            f"{fix[0].upper() + fix[1:]}or use K-fold cross-validation, or a model that "
-            "is less sensitive to single observations (a stronger prior: larger alpha).",
-            LOOWarning, stacklevel=2)
-    return result
+    shown = ", ".join(str(i) for i in bad[:10]) + (", ..." if len(bad) > 10 else "")
+    fix = ("pass reloo=True to compute them by refitting without each (one fit per "
+           "observation), " if estimator is not None else
+           "call loo(estimator, X, y, reloo=True) to refit without each of them, ")
+    return (f"PSIS-LOO is unreliable for {len(bad)} of {result.n_obs} observations (Pareto "
+            f"k-hat > {result.k_threshold:.2f}: rows {shown}); their elpd_loo_i is likely too "
+            f"high. {fix[0].upper() + fix[1:]}or use K-fold cross-validation, or a model that "
+            "is less sensitive to single observations (a stronger prior: larger alpha).")
 
 
 def _refit_elpd(estimator, X, y, i):

@@ -250,17 +250,32 @@ def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None, sample_w
         y = sqrt_w * y
         n_eff = float(np.sum(sample_weight))   # N: the normaliser's count of rows
     if min(n, p) > MAX_EVIDENCE_DIM:
-        if alpha is None:
-            raise ValueError(
-                f"alpha='auto' estimates the prior precision from an eigendecomposition of "
-                f"a {min(n, p)} x {min(n, p)} Gram matrix, above the {MAX_EVIDENCE_DIM} this "
-                "estimator allows; pass alpha as a number (e.g. alpha=1.0 on standardised "
-                "features).")
-        sigma2, n_passes = _noise_var_fixed_point(X, y, alpha, fit_intercept, sqrt_w=sqrt_w)
-        return max(sigma2, floor), float(alpha), n_passes
+        return _fixed_point_evidence(X, y, fit_intercept, alpha, floor, sqrt_w, min(n, p))
     lam, q = _spectrum(X, y, fit_intercept, dual=n < p, sqrt_w=sqrt_w)
     if sqrt_w is not None:
         n = n_eff
+    return _spectral_evidence(lam, q, y, n, alpha, noise_var, floor)
+
+
+def _fixed_point_evidence(X, y, fit_intercept, alpha, floor, sqrt_w, dim):
+    """``(sigma2, alpha, n_passes)`` of :func:`_maximise_evidence` above
+    ``MAX_EVIDENCE_DIM`` (``dim``: the smaller side of the Gram matrix), by
+    MacKay's fixed point; a ValueError when ``alpha`` is to be estimated."""
+    if alpha is None:
+        raise ValueError(
+            f"alpha='auto' estimates the prior precision from an eigendecomposition of "
+            f"a {dim} x {dim} Gram matrix, above the {MAX_EVIDENCE_DIM} this "
+            "estimator allows; pass alpha as a number (e.g. alpha=1.0 on standardised "
+            "features).")
+    sigma2, n_passes = _noise_var_fixed_point(X, y, alpha, fit_intercept, sqrt_w=sqrt_w)
+    return max(sigma2, floor), float(alpha), n_passes
+
+
+def _spectral_evidence(lam, q, y, n, alpha, noise_var, floor):
+    """``(sigma2, alpha, n_passes)`` of :func:`_maximise_evidence` from the
+    spectrum ``(lam, q)`` of :func:`_spectrum`: the unknowns among ``alpha``
+    and ``noise_var`` (None) on a log grid refined by Brent's method, with
+    ``y`` the (weighted) targets and ``n`` the normaliser's count of rows."""
     keep = lam > 1e-12 * max(float(lam.max(initial=0.0)), 1e-300)
     lam, q = lam[keep], q[keep]
     residual = max(float(y @ y) - float(q.sum()), 0.0)

@@ -223,12 +223,34 @@ class NetworkPosteriorMixin:
             ["log_likelihood_rows", "weight_norm"])``): the weights' R-hat
             is inflated by the hidden units' permutation symmetry.
         """
-        from ..diagnostics._arviz import _arviz_major, _import_arviz, _predictive_request
+        from ..diagnostics._arviz import _from_dict, _import_arviz, _predictive_request
         from .._version import __version__
 
         az = _import_arviz()
         check_is_fitted(self)
         posterior_predictive = _predictive_request(X, y, posterior_predictive)
+        chains, n_draws = self.coef_samples_.shape[:2]
+        posterior, dims, coords = self._export_posterior()
+        attrs = {"inference_library": "skbayes_sg", "inference_library_version": __version__,
+                 "estimator": type(self).__name__, "sampler": self.sampler,
+                 "subsampling": self.subsampling, "step_size": self.step_size_,
+                 "n_grad_evals": self.n_grad_evals_,
+                 "diagnostic_rows": int(self._diagnostic_rows[0].shape[0])}
+        sample_stats = {"diverging": np.zeros((chains, n_draws), dtype=bool),
+                        "step_size": np.full((chains, n_draws), float(self.step_size_))}
+        groups = {}
+        if X is not None:
+            groups, lp, n_obs = self._export_observations(X, y, posterior_predictive,
+                                                          random_state)
+            dims["y"], coords["obs"] = ["obs"], np.arange(n_obs)
+            if lp is not None:
+                sample_stats["lp"] = lp
+        return _from_dict(az, posterior, sample_stats, groups, coords, dims, attrs)
+
+    def _export_posterior(self):
+        """``(posterior, dims, coords)`` of :meth:`to_inference_data`: per
+        layer ``l`` the weights ``W{l}`` and biases ``b{l}``, then the
+        permutation-invariant quantities of :meth:`_convergence_draws`."""
         chains, n_draws = self.coef_samples_.shape[:2]
         posterior, dims, coords = {}, {}, {}
         pos = 0
@@ -248,51 +270,54 @@ class NetworkPosteriorMixin:
         posterior["weight_norm"] = invariant[:, :, 1:]
         dims["weight_norm"] = ["layer"]
         coords["layer"] = np.arange(1, self.n_layers_)
-        attrs = {"inference_library": "skbayes_sg", "inference_library_version": __version__,
-                 "estimator": type(self).__name__, "sampler": self.sampler,
-                 "subsampling": self.subsampling, "step_size": self.step_size_,
-                 "n_grad_evals": self.n_grad_evals_,
-                 "diagnostic_rows": int(self._diagnostic_rows[0].shape[0])}
-        sample_stats = {"diverging": np.zeros((chains, n_draws), dtype=bool),
-                        "step_size": np.full((chains, n_draws), float(self.step_size_))}
-        groups = {}
-        if X is not None:
-            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-            if y is not None:
-                y = np.asarray(y).ravel()
-                if not np.all(np.isin(y, self.classes_)):
-                    raise ValueError("y contains labels not in classes_.")
-                y_idx = np.searchsorted(self.classes_, y)
-                loglik = np.empty((chains * n_draws, X.shape[0]))
-            pred = np.empty((chains * n_draws, X.shape[0]), dtype=np.int64) \
-                if posterior_predictive else None
-            rng = check_random_state(random_state)
-            for d, r, lp in self._pointwise_log_proba(X):
-                if y is not None:
-                    loglik[d, r] = np.take_along_axis(
-                        lp, np.broadcast_to(y_idx[r][None, :, None], lp.shape[:2] + (1,)),
-                        axis=2)[..., 0]
-                if pred is not None:   # inverse-CDF draw of one class per draw and row
-                    cdf = np.cumsum(np.exp(lp), axis=2)
-                    u = rng.uniform(size=lp.shape[:2] + (1,)) * cdf[..., -1:]
-                    pred[d, r] = np.minimum((cdf < u).sum(axis=2), lp.shape[2] - 1)
-            dims["y"] = ["obs"]
-            coords["obs"] = np.arange(X.shape[0])
-            if y is not None:
-                loglik = loglik.reshape(chains, n_draws, -1)
-                groups["log_likelihood"] = {"y": loglik}
-                groups["observed_data"] = {"y": y}
-                theta = self.coef_samples_.astype(np.float64)
-                sample_stats["lp"] = loglik.sum(axis=2) + self._log_prior(theta)
-            if pred is not None:
-                groups["posterior_predictive"] = {
-                    "y": self.classes_[pred].reshape(chains, n_draws, -1)}
-        if _arviz_major(az) >= 1:   # ArviZ 1.x (arviz-base): a DataTree
-            return az.from_dict({"posterior": posterior, "sample_stats": sample_stats,
-                                 **groups}, coords=coords, dims=dims,
-                                attrs={"posterior": attrs})
-        return az.from_dict(posterior=posterior, sample_stats=sample_stats, coords=coords,
-                            dims=dims, posterior_attrs=attrs, **groups)
+        return posterior, dims, coords
+
+    def _export_observations(self, X, y, posterior_predictive, random_state):
+        """``(groups, lp, n_obs)`` of :meth:`to_inference_data` at the rows
+        ``X``: with ``y`` the ``log_likelihood`` and ``observed_data`` groups
+        and ``lp``, the log posterior of every draw (else None); the
+        ``posterior_predictive`` group when asked; and the number of rows."""
+        chains, n_draws = self.coef_samples_.shape[:2]
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        y_idx = None
+        if y is not None:
+            y = np.asarray(y).ravel()
+            if not np.all(np.isin(y, self.classes_)):
+                raise ValueError("y contains labels not in classes_.")
+            y_idx = np.searchsorted(self.classes_, y)
+        loglik, pred = self._pointwise_export(X, y_idx, posterior_predictive, random_state)
+        groups, lp = {}, None
+        if loglik is not None:
+            loglik = loglik.reshape(chains, n_draws, -1)
+            groups["log_likelihood"] = {"y": loglik}
+            groups["observed_data"] = {"y": y}
+            theta = self.coef_samples_.astype(np.float64)
+            lp = loglik.sum(axis=2) + self._log_prior(theta)
+        if pred is not None:
+            groups["posterior_predictive"] = {
+                "y": self.classes_[pred].reshape(chains, n_draws, -1)}
+        return groups, lp, X.shape[0]
+
+    def _pointwise_export(self, X, y_idx, posterior_predictive, random_state):
+        """``(loglik, pred)``, each of shape (n_chains * n_kept, n_rows) or
+        None: every draw's log-likelihood of the class indices ``y_idx`` (None
+        without them), and one class index drawn from every draw at every row
+        (with ``posterior_predictive``)."""
+        n_total = self.coef_samples_.shape[0] * self.coef_samples_.shape[1]
+        loglik = None if y_idx is None else np.empty((n_total, X.shape[0]))
+        pred = np.empty((n_total, X.shape[0]), dtype=np.int64) \
+            if posterior_predictive else None
+        rng = check_random_state(random_state)
+        for d, r, lp in self._pointwise_log_proba(X):
+            if loglik is not None:
+                loglik[d, r] = np.take_along_axis(
+                    lp, np.broadcast_to(y_idx[r][None, :, None], lp.shape[:2] + (1,)),
+                    axis=2)[..., 0]
+            if pred is not None:   # inverse-CDF draw of one class per draw and row
+                cdf = np.cumsum(np.exp(lp), axis=2)
+                u = rng.uniform(size=lp.shape[:2] + (1,)) * cdf[..., -1:]
+                pred[d, r] = np.minimum((cdf < u).sum(axis=2), lp.shape[2] - 1)
+        return loglik, pred
 
     def predict_proba(self, X):
         """Bayesian-model-average class probabilities.
