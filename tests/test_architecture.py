@@ -15,6 +15,8 @@
 """
 import ast
 import inspect
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -214,6 +216,47 @@ def test_each_dynamics_is_one_file_and_the_registries_read_it():
         assert _schedule.MH_TARGET_ACCEPT.get(name) == (rule and rule.target_accept)
         assert (rule is not None) == module.DEFINITION.metropolis
     assert list(_specs.DYNAMICS) == [m.DEFINITION.name for m in samplers.MODULES]
+
+
+def test_a_new_dynamics_file_is_found_without_a_registration_line(tmp_path):
+    """``samplers.MODULES`` is discovered, not listed: a file put beside the
+    others (here through the package's search path) is a dynamics, in its
+    ``LISTED`` place; a file missing a required name, or two files in one
+    place, refuse to import; a network class registers itself by its name."""
+    (tmp_path / "mydyn.py").write_text(textwrap.dedent("""
+        import dataclasses
+        from skbayes_sg._sampling.samplers.sgld import *  # noqa: F401,F403
+        from skbayes_sg._sampling.samplers.sgld import DEFINITION as _D
+        LISTED = 99
+        DEFINITION = dataclasses.replace(_D, name="mydyn")
+    """))
+    samplers.__path__.append(str(tmp_path))
+    try:
+        found = samplers._discover()
+        assert found[-1].DEFINITION.name == "mydyn"
+        assert found[:-1] == samplers.MODULES
+        (tmp_path / "mydyn.py").write_text(
+            (tmp_path / "mydyn.py").read_text().replace("LISTED = 99", "LISTED = 1"))
+        sys.modules.pop(f"{samplers.__name__}.mydyn")
+        with pytest.raises(ImportError, match="LISTED place"):
+            samplers._discover()
+        (tmp_path / "mydyn.py").write_text("DEFINITION = None\n")
+        sys.modules.pop(f"{samplers.__name__}.mydyn")
+        with pytest.raises(ImportError, match="does not define"):
+            samplers._discover()
+    finally:
+        samplers.__path__.remove(str(tmp_path))
+        sys.modules.pop(f"{samplers.__name__}.mydyn", None)
+    torch = pytest.importorskip("torch")  # noqa: F841
+    from skbayes_sg.neural_network import _net_dynamics
+    before = dict(_net_dynamics.NETWORK_DYNAMICS)
+    try:
+        class MyDyn(_net_dynamics.SGLD):
+            name = "mydyn"
+        assert _net_dynamics.NETWORK_DYNAMICS["mydyn"] is MyDyn
+    finally:
+        _net_dynamics.NETWORK_DYNAMICS.clear()
+        _net_dynamics.NETWORK_DYNAMICS.update(before)
 
 
 def test_every_model_is_compiled_and_has_its_estimator():

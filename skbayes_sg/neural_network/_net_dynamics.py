@@ -82,6 +82,10 @@ def _whitened_energy(parts, theta, alpha, work):
     return energy
 
 
+#: filled as the classes below are defined (``NetworkDynamics.__init_subclass__``)
+_REGISTERED = {}
+
+
 class NetworkDynamics:
     """Base class: a dynamics fed by one gradient estimate per step.
 
@@ -98,6 +102,12 @@ class NetworkDynamics:
 
     name = None
     has_momentum = False
+
+    def __init_subclass__(cls, **kwargs):
+        # a class that names its sampler registers itself (NETWORK_DYNAMICS)
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name") is not None:
+            _REGISTERED[cls.name] = cls
 
     def __init__(self, runner):
         self.runner = runner
@@ -496,5 +506,4 @@ class SGHMCLeapfrog(NetworkDynamics):
 
 #: ``sampler=`` -> its class; the keys are the specs' network samplers
 #: (checked by the tests)
-NETWORK_DYNAMICS = {cls.name: cls for cls in
-                    (SGLD, PSGLD, SGHMC, SGHMCLeapfrog, ULD, BAOAB, SGNHT)}
+NETWORK_DYNAMICS = _REGISTERED

@@ -31,17 +31,16 @@ Its Cython class is in ``_dynamics.pyx`` (and its lazy O(nnz) step, where
 it has one, in ``_lazy.pyx``); its network class in
 ``neural_network/_net_dynamics.py``.  The registries (``_specs.DYNAMICS``,
 ``_registry.SAMPLERS``, the error model's and the schedule's tables) are
-built from :data:`MODULES`: adding a dynamics is a file here, its Cython
-class, and a line below.
+built from :data:`MODULES`, every public module of this folder (found, not
+listed): adding a dynamics is a file here and its Cython class.
 """
-from . import baoab, psgld, sghmc, sghmc_leapfrog, sgld, sgnht, uld
+import importlib
+import pkgutil
 
-#: in the order the docs list them
-MODULES = (sgld, psgld, sghmc, sghmc_leapfrog, uld, baoab, sgnht)
-
-#: what every dynamics' file defines
-REQUIRED = ("DEFINITION", "prepare", "build", "linear_step", "MAX_STEP", "FRICTION_GRID",
-            "METROPOLIS", "IDENTITY_STEP_CHECK", "MIXING_HINT", "momentum_variance_scale")
+#: what every dynamics' file defines (``LISTED``: its place in the docs' lists)
+REQUIRED = ("LISTED", "DEFINITION", "prepare", "build", "linear_step", "MAX_STEP",
+            "FRICTION_GRID", "METROPOLIS", "IDENTITY_STEP_CHECK", "MIXING_HINT",
+            "momentum_variance_scale")
 
 
 def _check(module):
@@ -54,5 +53,19 @@ def _check(module):
     return module
 
 
+def _discover():
+    """Every module of this folder not starting with ``_``, checked, in the
+    order of their ``LISTED``."""
+    found = [_check(importlib.import_module(f"{__name__}.{info.name}"))
+             for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")]
+    places = [m.LISTED for m in found]
+    if len(set(places)) != len(places):
+        raise ImportError(f"two dynamics files share a LISTED place: {sorted(places)}")
+    return tuple(sorted(found, key=lambda m: m.LISTED))
+
+
+#: the dynamics' modules, in the order the docs list them
+MODULES = _discover()
+
 #: sampler name -> its module
-BY_NAME = {_check(m).DEFINITION.name: m for m in MODULES}
+BY_NAME = {m.DEFINITION.name: m for m in MODULES}

@@ -14,6 +14,8 @@ from .._definitions import DynamicsSpec
 from ._common import (Linear, prepare_underdamped, restore, rotation, start_momentum,
                       unit_momentum_variance)
 
+#: its place in the lists of the docs and error messages
+LISTED = 6
 DEFINITION = DynamicsSpec(
     "baoab", "underdamped Langevin by the BAOAB splitting of Leimkuhler and "
     "Matthews (second order, one gradient per step; ``friction``)", ("friction",),

@@ -15,6 +15,8 @@ from .._definitions import DynamicsSpec
 from ._common import AUTO_STEP_FRACTION, restore, unit_momentum_variance
 from .sgld import MIXING_HINT as SGLD_MIXING_HINT
 
+#: its place in the lists of the docs and error messages
+LISTED = 2
 DEFINITION = DynamicsSpec(
     "psgld", "its RMSprop-preconditioned variant (its own metric, the Gamma "
     "correction dropped)", whitened=False, network_learning_rate=1e-3)

@@ -13,6 +13,8 @@ from .._definitions import DynamicsSpec
 from ._common import (FRICTIONS, Linear, prepare_underdamped, restore, start_momentum,
                       unit_momentum_variance)
 
+#: its place in the lists of the docs and error messages
+LISTED = 3
 DEFINITION = DynamicsSpec(
     "sghmc", "SG Hamiltonian Monte Carlo as underdamped Langevin integrated by "
     "Euler-Maruyama (``friction``)", ("friction",), has_momentum=True,

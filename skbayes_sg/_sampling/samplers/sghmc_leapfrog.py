@@ -18,6 +18,8 @@ from .._definitions import DynamicsSpec
 from ._common import (Linear, MetropolisRule, dynamics_frame, restore, rotation,
                       unit_momentum_variance)
 
+#: its place in the lists of the docs and error messages
+LISTED = 4
 DEFINITION = DynamicsSpec(
     "sghmc-leapfrog", "SG-HMC with leapfrog (momentum redrawn every step, "
     "``n_leapfrog`` steps; in a whitened metric the Gaussian part is rotated "

@@ -16,6 +16,8 @@ from .._definitions import DynamicsSpec
 from ._common import (AUTO_STEP_FRACTION, Linear, MetropolisRule, dynamics_frame, restore,
                       unit_momentum_variance)
 
+#: its place in the lists of the docs and error messages
+LISTED = 1
 DEFINITION = DynamicsSpec(
     "sgld", "stochastic gradient Langevin dynamics (an exponential integrator in a "
     "whitened metric, MALA with exact gradients)", metropolis=True)

@@ -15,6 +15,8 @@ from .._definitions import DynamicsSpec
 from ._common import (FRICTIONS, Linear, prepare_underdamped, restore, start_momentum,
                       unit_momentum_variance)
 
+#: its place in the lists of the docs and error messages
+LISTED = 7
 DEFINITION = DynamicsSpec(
     "sgnht", "the stochastic gradient Nose-Hoover thermostat of Ding et al. (2014): "
     "underdamped Langevin whose friction is a thermostat variable that adapts "

@@ -15,6 +15,8 @@ from .._definitions import DynamicsSpec
 from ._common import (AUTO_STEP_FRACTION, Linear, dynamics_frame, restore,
                       stationary_momentum)
 
+#: its place in the lists of the docs and error messages
+LISTED = 5
 DEFINITION = DynamicsSpec(
     "uld", "SG underdamped Langevin with the exact Ornstein-Uhlenbeck step of "
     "Cheng et al. (``friction``, ``inv_mass``)", ("friction", "inv_mass"),
