@@ -11,6 +11,7 @@ import inspect
 import numbers
 import time
 from abc import abstractmethod
+from dataclasses import replace
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -362,7 +363,7 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
         if (self.step_size != "auto" and setup.metric["kind"] == "identity"
                 and SAMPLER_MODULES[setup.sampler].IDENTITY_STEP_CHECK
                 and not setup.metropolis):
-            self._identity_step_error(ctx, setup, pool)
+            setup = self._identity_step_error(ctx, setup, pool)
         self._store(ctx, setup, pool, plan, outcome)
 
     def _fit_context(self, X, y, glm, sample_weight):
@@ -400,7 +401,7 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
         policy = self._setup_policy()
         setup = policy.resolve(ctx)
         starts = start_points(policy, ctx, setup, seeds)
-        setup.notes.update(divergence_bounds(policy, ctx, setup, starts))
+        setup = replace(setup, **divergence_bounds(policy, ctx, setup, starts))
         return setup, [initial_state(s, z0) for s, z0 in zip(seeds[:self.n_chains], starts)]
 
     def _chain_spec(self, ctx, glm, setup, sample_weight):
@@ -413,10 +414,10 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
             ewsg_chain_length=(int(self.ewsg_chain_length)
                                if SUBSAMPLINGS[setup.subsampling].index_chain else 0),
             ewsg_x=EWSG_X_MODES[self.ewsg_x], metric=setup.metric,
-            metropolis=setup.metropolis, max_abs_z=setup.notes.get("max_abs_z", np.inf),
-            bounds=setup.notes.get("bounds"), verbose=int(self.verbose),
+            metropolis=setup.metropolis, max_abs_z=setup.max_abs_z,
+            bounds=setup.bounds, verbose=int(self.verbose),
             sample_weight=sample_weight,
-            lazy=bool(setup.notes.get("lazy", False)))
+            lazy=bool(setup.lazy))
 
     def _run_chains(self, pool, plan, setup, continuing):
         """Warm-up and sampling rounds (:mod:`._sampling._schedule`); a
@@ -439,7 +440,7 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
     def _identity_step_error(self, ctx, setup, pool):
         """The predicted variance error of a hand-set step of Euler SGLD or
         pSGLD in the identity metric (``setup.predicted_variance_error``, and
-        ``notes["advised_step"]``).
+        ``advised_step``): the set-up with them.
 
         On the Laplace approximation, in the whitened coordinates
         ``z = L^-1 (theta - mode)`` (``L L^T = T H^-1``), a step with
@@ -458,7 +459,8 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
         computes reaches the chains.
         """
         with ctx.uncounted():
-            identity_step_error(self._setup_policy(), ctx, setup, pool)
+            error, advised = identity_step_error(self._setup_policy(), ctx, setup, pool)
+        return replace(setup, predicted_variance_error=error, advised_step=advised)
 
     # parameter -> (its default, the samplers / subsamplings it acts with): the
     # owners are the algorithms' specs (_sampling/_specs.py)

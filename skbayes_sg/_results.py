@@ -8,6 +8,7 @@ advice of :mod:`.diagnostics._advice`: one writer for the fit and for
 ``check_convergence``).
 """
 import warnings
+from dataclasses import replace
 
 import numpy as np
 
@@ -36,7 +37,8 @@ class FitResultsMixin:
         self.target_ess_ = float(plan.target_ess)
         self._budget_exhausted = bool(outcome.budget_exhausted)
         self._chain_states = pool.states
-        self._fit_setup = setup
+        # the metric adapted during warm-up: a warm start continues with it
+        self._fit_setup = setup = replace(setup, metric=pool.spec.metric)
         self._chain_request = {name: getattr(self, name)
                                for name in ("n_chains", "sampler", "subsampling", "metric")}
         self.sampler_ = setup.sampler
@@ -44,7 +46,6 @@ class FitResultsMixin:
         self.metric_ = Metric.from_config(pool.spec.metric).kind
         self.lazy_ = bool(pool.spec.lazy)
         self.metropolis_ = bool(setup.metropolis)
-        setup.metric = pool.spec.metric       # adapted during warm-up: continue with it
         steps = outcome.step_sizes
         if steps.size and np.ptp(steps) > 0:   # adapted per chain: their geometric mean
             step = float(np.exp(np.mean(np.log(steps))))
@@ -157,7 +158,7 @@ class FitResultsMixin:
         user_set = self.step_size != "auto" or self.batch_size != "auto"
         if not (user_set and error > STEP_ERROR_WARN):   # NaN: no prediction
             return []
-        advice = setup.notes.get("advised_step")
+        advice = setup.advised_step
         if advice is not None:
             fix = (f"Pass step_size={advice:.3g} or less (predicted error "
                    f"{_error_model.VARIANCE_ERROR:.0%}), or leave step_size='auto'")

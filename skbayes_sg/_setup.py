@@ -9,7 +9,7 @@ Metropolis correction, the step, the batch and the lazy sparse path, as one
 :class:`FitSetup` (see the user guide, "What the defaults do").  Where the
 chains start and what counts as a divergence are in :mod:`._starts`.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -113,21 +113,65 @@ def trajectory_lengths(lam_min):
     return {"trajectory": quarter * (lo + hi) / 2, "jitter": (hi - lo) / (hi + lo)}
 
 
-@dataclass
+@dataclass(frozen=True)
 class FitSetup:
-    """Every setting a fit resolved (kept for warm starts)."""
+    """Every setting a fit resolved (kept for warm starts).
+
+    Frozen: a later stage that adds to it (the divergence bounds of the
+    starts, the post-fit step check, the metric warm-up adapted) makes a new
+    one with :func:`dataclasses.replace`.
+
+    Attributes
+    ----------
+    sampler, subsampling : str
+    metric : dict
+        ``Metric.get_config()``.
+    metropolis : bool
+    sampler_config, subsampling_config : dict
+        The algorithms' own configurations (their ``prepare``).
+    batch_size : int
+    iat : float
+        Predicted steps per effective draw (NaN: no prediction).
+    predicted_variance_error : float
+        The error model's (or the identity-step check's) relative error of
+        the stationary variance (NaN: no prediction).
+    momentum_scale : float
+        Standard deviation of the momentum per unit temperature.
+    lazy : bool
+        The lazy O(nnz) sparse steps run the chains.
+    max_step : float
+        The largest step dual averaging may adapt to (Metropolis).
+    advised_step : float or None
+        A hand-set step's fix: the step that keeps the variance error in budget.
+    noise_per_row : float
+        The whitened one-row gradient noise the error model read (NaN: none).
+    cost_subsampled, cost_full : float
+        ``subsampling="auto"``: the predicted row evaluations per effective
+        draw of minibatches and of full gradients (NaN: not compared).
+    bounds : tuple or None
+        ``(center, sd, k)``: a chain more than ``k`` sds from ``center`` diverged.
+    max_abs_z : float
+        The same in whitened units.
+    """
 
     sampler: str
     subsampling: str
-    metric: dict                       # Metric.get_config()
+    metric: dict
     metropolis: bool
     sampler_config: dict
     subsampling_config: dict
     batch_size: int
-    iat: float                         # predicted steps per effective draw
+    iat: float
     predicted_variance_error: float
     momentum_scale: float = 1.0
-    notes: dict = field(default_factory=dict)
+    lazy: bool = False
+    max_step: float = np.inf
+    advised_step: object = None
+    noise_per_row: float = np.nan
+    cost_subsampled: float = np.nan
+    cost_full: float = np.nan
+    bounds: object = None
+    max_abs_z: float = np.inf
 
 def row_flops(ctx):
     """Floating-point work of one per-datum gradient (about 2 x nnz x K)."""
@@ -320,7 +364,7 @@ class SetupPolicy:
         samp_config = SAMPLERS[sampler].prepare(ctx, theta0, step, friction, noise, T)
         samp_config["metropolis"] = metropolis
         if "trajectory" in notes:
-            samp_config.update(notes["trajectory"])
+            samp_config.update(notes.pop("trajectory"))
         t_dyn = samp_config.get("temperature", T)
         momentum_scale = np.sqrt(
             t_dyn * SAMPLER_MODULES[sampler].momentum_variance_scale(samp_config))
@@ -330,7 +374,7 @@ class SetupPolicy:
             # scales on a grid: lazy coordinates of a class share their k-step laws
             metric_cfg = on_lazy_grid(metric_cfg)
         return FitSetup(sampler, subsampling, metric_cfg, metropolis, samp_config, sub_config,
-                        ctx.batch_size, iat, predicted_error, momentum_scale, notes)
+                        ctx.batch_size, iat, predicted_error, momentum_scale, **notes)
 
     def _metropolis_start(self, ctx, kind, metric_cfg, rule):
         """``(step, trajectory, metric)``: where dual averaging starts the
@@ -652,7 +696,7 @@ def plan_rounds(p, ctx, setup, continuing):
         dim=ctx.dim,
         adapt_step=adapt_step and not continuing,
         target_accept=_schedule.MH_TARGET_ACCEPT.get(setup.sampler, 0.8),
-        max_step=setup.notes.get("max_step", np.inf),
+        max_step=setup.max_step,
         # a low-rank metric comes from the Hessian's extreme directions
         # at set-up; its warm-up adapts the step only (a window of draws
         # at 10^4 parameters would cost more than it could correct)

@@ -134,6 +134,10 @@ def identity_step_error(policy, ctx, setup, pool):
     where H is diagonal; where the features are correlated in H the two
     differ, by 13% on a 5-feature logistic test), Lanczos on passes.
     About 10-30 passes in all.
+
+    Returns ``(error, advised step)``: the predicted relative variance error
+    ``k (1 + v) / (2 - k)`` (``k = h mu``; inf from ``k = 2``) and the step
+    that keeps it at the error model's budget.
     """
     T = float(policy.p.temperature)
     spec = SUBSAMPLINGS[setup.subsampling]
@@ -174,9 +178,8 @@ def identity_step_error(policy, ctx, setup, pool):
             v = noise_per_row(ctx, spec, D, "diagonal", 1.0 / T) / max(setup.batch_size, 1)
     kappa = float(setup.sampler_config["step_size"]) * mu
     error = kappa * (1.0 + v) / (2.0 - kappa) if kappa < 2.0 else np.inf
-    setup.predicted_variance_error = float(error)
     budget = _error_model.VARIANCE_ERROR
-    setup.notes["advised_step"] = 2.0 * budget / ((1.0 + v + budget) * mu)
+    return float(error), 2.0 * budget / ((1.0 + v + budget) * mu)
 
 
 def step_retuner(step_size, setup, pool):
@@ -205,7 +208,7 @@ def divergence_error(exc, setup):
     bad = [(c, r) for c, r in enumerate(exc.results) if r.diverged]
     c, r = bad[0]
     h = r.step_size
-    bounds = setup.notes.get("bounds")
+    bounds = setup.bounds
     what = ("non-finite parameters" if r.reason == "non-finite" else
             f"parameters more than {bounds[2]:.0f} posterior sds from the mode"
             if bounds is not None else "parameters implausibly far from the mode")

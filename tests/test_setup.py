@@ -105,4 +105,4 @@ def test_sparse_rows_take_the_lazy_path_in_the_identity_metric():
     y = (rng.random(2000) < 0.5).astype(float)
     est = SGMCMCLogisticRegression(metric="identity", batch_size=10, random_state=0)
     setup = est._setup_policy().resolve(_context(est, X, y))
-    assert setup.notes["lazy"] and setup.sampler == "sgld"
+    assert setup.lazy and setup.sampler == "sgld"

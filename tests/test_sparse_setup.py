@@ -265,7 +265,7 @@ def test_identity_step_check_runs_at_any_dim(monkeypatch):
     setup = est._fit_setup
     assert est.n_features_in_ + 1 > 2000
     assert setup.predicted_variance_error > _setup.STEP_ERROR_WARN
-    advice = setup.notes["advised_step"]
+    advice = setup.advised_step
     assert 0 < advice < 5e-3
     assert len(products) <= 40
 
@@ -287,7 +287,7 @@ def test_identity_step_check_routes_agree(monkeypatch):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             setup = SGMCMCLogisticRegression(**params).fit(X, y)._fit_setup
-        return setup.predicted_variance_error, setup.notes["advised_step"]
+        return setup.predicted_variance_error, setup.advised_step
     dense = predict()
     monkeypatch.setattr(_starts, "STEP_CHECK_DENSE_PASSES", 0)
     monkeypatch.setattr(_starts, "STEP_CHECK_DENSE_FLOPS", 0)
