@@ -20,8 +20,10 @@ log(1 + tf)):
   features, 103 non-zeros a row), ``SGMCMCLogisticRegression()`` at its
   defaults against an exact reference of this benchmark's own
   (``_a9a_pairwise.reference``: Metropolis-adjusted HMC in the dense Laplace
-  metric, numpy, 4 chains x 400 iterations after 60 of warm-up, cached in
-  ``benchmarks/results/``; about an hour the first time): the largest mean
+  metric, numpy, 4 chains x 4,000 iterations after 200 of warm-up, cached in
+  ``benchmarks/results/``; 73 minutes on one core the first time. The
+  earlier 400 iterations had Monte Carlo errors up to 0.039 sd in the means,
+  as large as the differences to judge; these have 0.011): the largest mean
   error in posterior sds, the range of sd ratios (with the reference's own
   Monte Carlo standard errors), min ESS, max R-hat, passes and wall time over
   an ``SGDClassifier`` epoch;
@@ -116,8 +118,8 @@ def a9a_pairwise():
     from _a9a_pairwise import pairwise, reference
     from _common import results_dir
     X, y = pairwise()
-    ref = reference(X, y, n_iter=400, n_warmup=60,
-                    path=str(results_dir() / "a9a-pairwise-reference.npz"))
+    ref = reference(X, y, n_iter=4000, n_warmup=200, seed=1,
+                    path=str(results_dir() / "a9a-pairwise-reference-4000.npz"))
     epoch = sgd_epoch(X, y, classifier=True)
     est = SGMCMCLogisticRegression(n_jobs=2, random_state=0)
     seconds, messages = timed_fit(est, X, y)
