@@ -40,11 +40,11 @@ _FINITE_CHECK_EVERY = 100
 # |log-probability| below which exp() stays a normal (not subnormal) float.
 _LOGIT_CLAMP = {torch.float32: 80.0, torch.float64: 700.0}
 # A minibatch's multiply-adds (rows x sum of fan_in x fan_out) below which a
-# CPU step runs on one thread: there a second intra-op thread saves nothing
-# (64-100-10 at 200 rows: 290 us a gradient on one thread, 315-350 on two;
-# 784-400-400-10: 3.5 ms against 2.5 ms, issue 26), and when the other core
-# is busy it makes the whole fit 3-7x slower (threads waiting on each other).
-SMALL_STEP_WORK = 8_000_000
+# CPU step runs on one thread: there a second intra-op thread costs time even
+# on idle cores (64-100-10 at 200 rows, 1.5 M: 214 us a gradient on one
+# thread, 274 us on two; from 2.5 M two threads gain 9-34%, issue 26), and
+# when the other core is busy it makes the whole fit 3-7x slower.
+SMALL_STEP_WORK = 2_000_000
 
 
 def torch_dtype(name):
