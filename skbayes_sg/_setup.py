@@ -143,11 +143,6 @@ class FitSetup:
         The largest step dual averaging may adapt to (Metropolis).
     advised_step : float or None
         A hand-set step's fix: the step that keeps the variance error in budget.
-    noise_per_row : float
-        The whitened one-row gradient noise the error model read (NaN: none).
-    cost_subsampled, cost_full : float
-        ``subsampling="auto"``: the predicted row evaluations per effective
-        draw of minibatches and of full gradients (NaN: not compared).
     bounds : tuple or None
         ``(center, sd, k)``: a chain more than ``k`` sds from ``center`` diverged.
     max_abs_z : float
@@ -167,11 +162,9 @@ class FitSetup:
     lazy: bool = False
     max_step: float = np.inf
     advised_step: object = None
-    noise_per_row: float = np.nan
-    cost_subsampled: float = np.nan
-    cost_full: float = np.nan
     bounds: object = None
     max_abs_z: float = np.inf
+
 
 def row_flops(ctx):
     """Floating-point work of one per-datum gradient (about 2 x nnz x K)."""
@@ -243,7 +236,7 @@ class SetupPolicy:
         # step then costs its rows alone (no O(dim) overhead to amortise)
         lazy = self._lazy_candidate(ctx, kind)
         overhead = 1.0 if lazy else self._step_overhead(ctx, kind)
-        subsampling, notes = self._resolve_subsampling(ctx, kind, v1, overhead, lazy)
+        subsampling = self._resolve_subsampling(ctx, kind, v1, overhead)
         exact = not SUBSAMPLINGS[subsampling].stochastic
         lazy = lazy and subsampling in LAZY_SUBSAMPLINGS and (
             subsampling != "uniform" or self.p.access == "random")
@@ -258,16 +251,17 @@ class SetupPolicy:
         # the identity metric's settings stay as given ("auto" is its sampler's rule)
         step, friction, iat, error = self.p.step_size, self.p.friction, np.nan, np.nan
         batch = None if self.p.batch_size == "auto" else int(min(self.p.batch_size, ctx.n))
+        trajectory, max_step, advised = None, np.inf, None
         if kind != "identity" and metropolis:
-            step, iat, metric_cfg = self._metropolis_settings(ctx, kind, metric_cfg, sampler,
-                                                              notes)
+            step, iat, metric_cfg, trajectory, max_step = self._metropolis_settings(
+                ctx, kind, metric_cfg, sampler)
         elif kind != "identity":
-            step, friction, batch, iat, error = self._error_model_settings(
-                ctx, sampler, exact, batch, v1(subsampling) if not exact else 0.0, overhead,
-                notes)
+            step, friction, batch, iat, error, advised = self._error_model_settings(
+                ctx, sampler, exact, batch, v1(subsampling) if not exact else 0.0, overhead)
         ctx.batch_size = int(min(batch if batch is not None else DEFAULT_BATCH_SIZE, ctx.n))
         return self._configure(ctx, kind, metric_cfg, sampler, subsampling, metropolis,
-                               theta0, step, friction, lazy, notes, float(iat), float(error))
+                               theta0, step, friction, lazy, trajectory, float(iat),
+                               float(error), max_step=max_step, advised_step=advised)
 
     def _resolve_metric(self, ctx, T):
         """``(kind, metric config, factor)``; the kind is also the context's."""
@@ -311,28 +305,25 @@ class SetupPolicy:
                 f"sampler={sampler!r}, subsampling={subsampling!r}. Use metropolis='auto'.")
         return metropolis
 
-    def _metropolis_settings(self, ctx, kind, metric_cfg, sampler, notes):
+    def _metropolis_settings(self, ctx, kind, metric_cfg, sampler):
         """A Metropolis-adjusted dynamics in a whitened metric: dual
-        averaging's start (its file's :class:`MetropolisRule`), HMC's
-        trajectory and the planned iterations per draw (for sizing the
-        windows and the first round; then measured); ``(step, iat, metric)``."""
+        averaging's start (its file's :class:`MetropolisRule`), the planned
+        iterations per draw (for sizing the windows and the first round;
+        then measured), HMC's trajectory (length and jitter, or None) and the
+        largest step; ``(step, iat, metric, trajectory, max_step)``."""
         rule = SAMPLER_MODULES[sampler].METROPOLIS
         h_start, trajectory, metric_cfg = self._metropolis_start(ctx, kind, metric_cfg, rule)
         step = h_start if self.p.step_size == "auto" else float(self.p.step_size)
-        if trajectory is not None:
-            notes["trajectory"] = trajectory     # length and jitter
-        notes["max_step"] = rule.max_step
-        return step, rule.iterations_per_draw, metric_cfg
+        return step, rule.iterations_per_draw, metric_cfg, trajectory, rule.max_step
 
-    def _error_model_settings(self, ctx, sampler, exact, batch, noise, overhead, notes):
+    def _error_model_settings(self, ctx, sampler, exact, batch, noise, overhead):
         """An unadjusted dynamics in a whitened metric: step, batch (None:
         "auto") and friction from the error model
         (:func:`._sampling._error_model.choose`) for the estimator's one-row
         noise ``noise``; a hand-set step predicted to be far off gets the
         step that would not be; ``(step, friction, batch, iat, predicted
-        variance error)``."""
+        variance error, advised step or None)``."""
         n = ctx.n
-        notes["noise_per_row"] = noise
         settings = _error_model.choose(
             sampler, noise, n, step_size=self.p.step_size,
             batch_size=batch if batch is not None else "auto", friction=self.p.friction,
@@ -340,7 +331,7 @@ class SetupPolicy:
         step, friction = settings.step_size, settings.friction
         if batch is None and not exact:
             batch = settings.batch_size
-        predicted_error = settings.variance_error
+        predicted_error, advised = settings.variance_error, None
         if predicted_error > STEP_ERROR_WARN and self.p.step_size != "auto":
             # the step that would keep the error in budget (warned after the fit)
             advice = _error_model.choose(
@@ -348,13 +339,14 @@ class SetupPolicy:
                 batch_size=batch if batch is not None else "auto",
                 overhead_rows=overhead)
             if advice.variance_error <= _error_model.VARIANCE_ERROR * (1 + 1e-9):
-                notes["advised_step"] = advice.step_size
-        return step, friction, batch, settings.iat, predicted_error
+                advised = advice.step_size
+        return step, friction, batch, settings.iat, predicted_error, advised
 
     def _configure(self, ctx, kind, metric_cfg, sampler, subsampling, metropolis, theta0,
-                   step, friction, lazy, notes, iat, predicted_error):
+                   step, friction, lazy, trajectory, iat, predicted_error, **fields):
         """The algorithms' own configurations (their ``prepare``), the shared
-        start, the momentum's scale and the lazy path, as the :class:`FitSetup`."""
+        start, the momentum's scale and the lazy path, as the :class:`FitSetup`
+        (with ``fields``, its other fields the settings above decided)."""
         T = float(self.p.temperature)
         shared = self._shared_start(ctx, kind)
         if shared is not None:  # every chain starts here: one snapshot table for all
@@ -363,18 +355,19 @@ class SetupPolicy:
         sub_config = SUBSAMPLINGS[subsampling].prepare(ctx)
         samp_config = SAMPLERS[sampler].prepare(ctx, theta0, step, friction, noise, T)
         samp_config["metropolis"] = metropolis
-        if "trajectory" in notes:
-            samp_config.update(notes.pop("trajectory"))
+        if trajectory is not None:
+            samp_config.update(trajectory)
         t_dyn = samp_config.get("temperature", T)
         momentum_scale = np.sqrt(
             t_dyn * SAMPLER_MODULES[sampler].momentum_variance_scale(samp_config))
         # the batch is known now: lazy where it still touches few coordinates
-        notes["lazy"] = lazy = lazy and self._touches_few(ctx, ctx.batch_size)
+        lazy = lazy and self._touches_few(ctx, ctx.batch_size)
         if lazy:
             # scales on a grid: lazy coordinates of a class share their k-step laws
             metric_cfg = on_lazy_grid(metric_cfg)
         return FitSetup(sampler, subsampling, metric_cfg, metropolis, samp_config, sub_config,
-                        ctx.batch_size, iat, predicted_error, momentum_scale, **notes)
+                        ctx.batch_size, iat, predicted_error, momentum_scale, lazy=lazy,
+                        **fields)
 
     def _metropolis_start(self, ctx, kind, metric_cfg, rule):
         """``(step, trajectory, metric)``: where dual averaging starts the
@@ -528,17 +521,16 @@ class SetupPolicy:
         work = ctx.dim * ctx.dim if kind == "dense" else 4.0 * ctx.dim
         return work / per_row
 
-    def _resolve_subsampling(self, ctx, kind, v1, overhead, lazy=False):
+    def _resolve_subsampling(self, ctx, kind, v1, overhead):
         """``subsampling="auto"``: full gradients when a pass is cheap, a
         control-variate scheme with preferential rows in the metric when
         subsampling pays (the error model's cost per effective draw)."""
-        notes = {}
         if self.p.subsampling != "auto":
-            return self.p.subsampling, notes
+            return self.p.subsampling
         if kind == "identity":
-            return "uniform", notes
+            return "uniform"
         if self.p.batch_size != "auto":   # a minibatch size asks for minibatches
-            return "cv-preferential", notes
+            return "cv-preferential"
         n = ctx.n
         sampler = "baoab" if self.p.sampler in ("auto", "sghmc-leapfrog") else self.p.sampler
         settings = _error_model.choose(
@@ -554,13 +546,12 @@ class SetupPolicy:
                                         friction=self.p.friction, overhead_rows=overhead)
             cost_full = (n + overhead) * exact.gradients_per_step * exact.iat
         full_flops = cost_full * target_ess_for(self.p.target_ess, ctx.dim) * row_flops(ctx)
-        notes.update(cost_subsampled=cost_sg, cost_full=cost_full)
         # exact gradients buy a Metropolis correction (exact draws): worth it
         # whenever the whole fit is cheap; otherwise the cheaper scheme wins
         if (adjustable and full_flops <= CHEAP_FIT_FLOPS) \
                 or cost_full <= FULL_GRADIENT_PREFERENCE * cost_sg:
-            return "full", notes
-        return "cv-preferential", notes
+            return "full"
+        return "cv-preferential"
 
     def _calibration_point(self, ctx):
         """Where the identity metric's automatic step is calibrated: the mode

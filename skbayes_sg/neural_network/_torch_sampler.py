@@ -237,7 +237,7 @@ def step_threads(net, batch_size, device):
     steps and other devices)."""
     work = int(batch_size) * sum(fi * fo for fi, fo, *_ in net.layers)
     before = torch.get_num_threads()
-    single = str(device) == "cpu" and work < SMALL_STEP_WORK and before > 1
+    single = torch.device(device).type == "cpu" and work < SMALL_STEP_WORK and before > 1
     if single:
         torch.set_num_threads(1)
     try:
