@@ -223,7 +223,8 @@ class NetworkPosteriorMixin:
             ["log_likelihood_rows", "weight_norm"])``): the weights' R-hat
             is inflated by the hidden units' permutation symmetry.
         """
-        from ..diagnostics._arviz import _from_dict, _import_arviz, _predictive_request
+        from ..diagnostics._arviz import (_draw_stats, _from_dict, _import_arviz,
+                                          _predictive_request)
         from .._version import __version__
 
         az = _import_arviz()
@@ -236,8 +237,7 @@ class NetworkPosteriorMixin:
                  "subsampling": self.subsampling, "step_size": self.step_size_,
                  "n_grad_evals": self.n_grad_evals_,
                  "diagnostic_rows": int(self._diagnostic_rows[0].shape[0])}
-        sample_stats = {"diverging": np.zeros((chains, n_draws), dtype=bool),
-                        "step_size": np.full((chains, n_draws), float(self.step_size_))}
+        sample_stats = _draw_stats(self, (chains, n_draws))
         groups = {}
         if X is not None:
             groups, lp, n_obs = self._export_observations(X, y, posterior_predictive,
