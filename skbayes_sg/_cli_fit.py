@@ -996,9 +996,11 @@ def _report_network(est, X, y, seconds, standardize, say):
     decide convergence with the estimator's own check and advice.
     Returns ``(converged, diagnostics)``, the figures as a dict."""
     n_chains, n_draws, n_params = est.coef_samples_.shape
-    say(f"sampler {est.sampler!r}, subsampling {est.subsampling!r} on {est.device_}: "
-        f"{est.n_warmup_} warm-up steps and {n_draws} draws per chain (thin {est.thin_}), "
-        f"batch {est.batch_size_}")
+    say(f"sampler {est.sampler!r}, subsampling {est.subsampling!r} on {est.device_}"
+        + (", Metropolis-adjusted (acceptance rate "
+           f"{est.acceptance_rate_:.2f})" if est.metropolis_ else "")
+        + f": {est.n_warmup_} warm-up steps and {n_draws} draws per chain "
+        f"(thin {est.thin_}), batch {est.batch_size_}")
     say(f"fit in {seconds:.2f} s; step size {est.step_size_:.3g}"
         + (f", friction {est.friction_:.3g}" if est.friction_ is not None else "")
         + f"; {est.n_grad_evals_:,} gradient evaluations "

@@ -635,3 +635,121 @@ def small_classification(n_classes=3, n=60, d=4, seed=0):
     y = np.arange(n) % n_classes
     X[:, 0] += y
     return X, y
+
+
+# ------------------------------------------------- a network's exact posterior
+class BinaryReluNet:
+    """The posterior of a one-hidden-layer ReLU network with one logistic
+    output, written from its formulas (not the library's backward pass):
+    ``f(x) = relu(x W1 + b1) . w2 + b2``, the fan-in prior ``W1 ~ N(0, s^2 /
+    d)``, ``w2 ~ N(0, s^2 / h)``, biases ``N(0, s_b^2)``, and the potential
+    ``U = sum_i [softplus(f_i) - y_i f_i] + prior energy``.  Parameters are
+    flat in the library's layout (``W1`` row-major, ``b1``, ``w2``, ``b2``)."""
+
+    def __init__(self, X, y, hidden, prior_scale=4.0, bias_scale=1.0):
+        self.X, self.y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        self.d, self.h = self.X.shape[1], int(hidden)
+        d, h = self.d, self.h
+        self.n_params = d * h + 2 * h + 1
+        prec = np.empty(self.n_params)
+        prec[:d * h] = d / prior_scale ** 2
+        prec[d * h:d * h + h] = 1.0 / bias_scale ** 2
+        prec[d * h + h:d * h + 2 * h] = h / prior_scale ** 2
+        prec[-1] = 1.0 / bias_scale ** 2
+        self.prior_precision = prec
+
+    def _unpack(self, theta):
+        d, h = self.d, self.h
+        return (theta[:d * h].reshape(d, h), theta[d * h:d * h + h],
+                theta[d * h + h:d * h + 2 * h], theta[-1])
+
+    def logits(self, theta, X):
+        W1, b1, w2, b2 = self._unpack(theta)
+        return np.maximum(X @ W1 + b1, 0.0) @ w2 + b2
+
+    def log_likelihood(self, theta, X, y):
+        """``sum_i log p(y_i | x_i, theta)``."""
+        z = self.logits(theta, X)
+        return float(np.sum(y * z - np.logaddexp(0.0, z)))
+
+    def potential_and_gradient(self, theta):
+        W1, b1, w2, b2 = self._unpack(theta)
+        a = np.maximum(self.X @ W1 + b1, 0.0)
+        z = a @ w2 + b2
+        u = np.sum(np.logaddexp(0.0, z) - self.y * z) + 0.5 * np.dot(self.prior_precision * theta,
+                                                                       theta)
+        dz = 0.5 * (1.0 + np.tanh(0.5 * z)) - self.y          # sigmoid(z) - y
+        da = np.outer(dz, w2) * (a > 0)
+        grad = np.concatenate([(self.X.T @ da).ravel(), da.sum(axis=0), a.T @ dz, [dz.sum()]])
+        return u, grad + self.prior_precision * theta
+
+
+def _adaptation_windows(n_warmup):
+    """Stan's windows: 75 iterations, then metric windows of 25, 50, ...,
+    the last stretched to ``n_warmup - 50``, then 50 for the step alone."""
+    windows, start, width, end_all = [], 75, 25, n_warmup - 50
+    while start < end_all:
+        end = start + width if start + 3 * width <= end_all else end_all
+        windows.append((start, end))
+        start, width = end, 2 * width
+    return windows
+
+
+def hmc(potential_and_gradient, theta0, n_warmup, n_draws, seed, trajectory=2.0,
+        target_accept=0.85, max_leapfrog=1000):
+    """Metropolis-adjusted Hamiltonian Monte Carlo with a diagonal metric and
+    a step adapted as Stan adapts them (windowed variances, dual averaging
+    toward ``target_accept``); trajectories of ``trajectory`` time units
+    (jittered by +-20%) in the metric's units.
+
+    Returns
+    -------
+    draws : ndarray of shape (n_draws, n_params)
+    acceptance : float
+        Mean acceptance probability after warm-up.
+    """
+    rng = np.random.default_rng(seed)
+    theta = np.array(theta0, dtype=np.float64)
+    inv_metric = np.ones_like(theta)
+    u, g = potential_and_gradient(theta)
+    step, windows, kept = 0.01, _adaptation_windows(n_warmup), []
+
+    def averaging(h):
+        return {"mu": np.log(10 * h), "hbar": 0.0, "log_h_bar": 0.0, "t": 0}
+    da = averaging(step)
+    draws, acceptance = [], []
+    for it in range(n_warmup + n_draws):
+        n_leap = int(min(max_leapfrog, max(1, round(trajectory / step * rng.uniform(0.8, 1.2)))))
+        r = rng.standard_normal(theta.size) / np.sqrt(inv_metric)
+        h0 = u + 0.5 * np.dot(inv_metric * r, r)
+        new, r = theta.copy(), r - 0.5 * step * g
+        for i in range(n_leap):
+            new += step * inv_metric * r
+            u_new, g_new = potential_and_gradient(new)
+            if i < n_leap - 1:
+                r -= step * g_new
+        r -= 0.5 * step * g_new
+        h1 = u_new + 0.5 * np.dot(inv_metric * r, r)
+        accept = float(np.exp(min(0.0, h0 - h1))) if np.isfinite(h1) else 0.0
+        if rng.uniform() < accept:
+            theta, u, g = new, u_new, g_new
+        if it >= n_warmup:
+            draws.append(theta.copy())
+            acceptance.append(accept)
+            continue
+        da["t"] += 1
+        t = da["t"]
+        da["hbar"] += (target_accept - accept - da["hbar"]) / (t + 10)
+        log_h = da["mu"] - np.sqrt(t) / 0.05 * da["hbar"]
+        da["log_h_bar"] += t ** -0.75 * (log_h - da["log_h_bar"])
+        step = float(np.exp(log_h))
+        for start, end in windows:
+            if start <= it < end:
+                kept.append(theta.copy())
+            if it == end - 1:
+                n = len(kept)
+                inv_metric = (n / (n + 5.0)) * np.var(kept, axis=0) + 1e-3 * 5.0 / (n + 5.0)
+                kept, da = [], averaging(step)
+        if it == n_warmup - 1:
+            step = float(np.exp(da["log_h_bar"]))
+    return np.array(draws), float(np.mean(acceptance))

@@ -96,12 +96,22 @@ def test_permuting_hidden_units_leaves_the_summary_unchanged(short_fit):
             permuted[c, d] = np.concatenate([W1[:, perm].ravel(), b1[perm],
                                              W2[perm].ravel(), b2])
     assert not np.allclose(permuted, saved)
+    quantities = est._convergence_draws()[0]
     try:
         est.coef_samples_ = permuted            # a new array: the cache is refreshed
         after = np.asarray(est.summary().values)
+        quantities_after = est._convergence_draws()[0]
     finally:
         est.coef_samples_ = saved
-    np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
+    # the quantities themselves: equal but for the order of float32 sums
+    np.testing.assert_allclose(quantities_after, quantities, rtol=1e-6)
+    exact = [COLUMNS.index(c) for c in ("mean", "sd", "5%", "50%", "95%", "ess_bulk")]
+    np.testing.assert_allclose(after[:, exact], before[:, exact], rtol=1e-5, atol=1e-5)
+    # the tail statistics fold the draws about their median, from which the
+    # two middle draws (always an even count) are equidistant: whether they
+    # tie is the last bit of that sum, which moves R-hat by ~0.2% here
+    tail = [COLUMNS.index(c) for c in ("ess_tail", "r_hat")]
+    np.testing.assert_allclose(after[:, tail], before[:, tail], rtol=1e-2)
 
 
 def test_mixed_draws_pass_silently(short_fit):

@@ -29,6 +29,8 @@ cdef double DA_T0 = 10.0
 cdef double DA_KAPPA = 0.75
 # updates after which the dual-averaging average is trusted as the final step
 cdef int DA_SETTLED = 20
+#: the constants above, for the network estimator's Metropolis step (Python)
+DUAL_AVERAGING = {"gamma": DA_GAMMA, "t0": DA_T0, "kappa": DA_KAPPA, "settled": DA_SETTLED}
 # trajectories drawn from a length are cut at this many leapfrog steps (a step
 # far below the posterior's scale would otherwise cost without bound; NUTS
 # caps its trees the same way)

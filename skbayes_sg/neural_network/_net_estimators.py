@@ -22,7 +22,12 @@ class NetworkGradientsMixin:
     def next_batch(self):
         """Indices of the next minibatch: consecutive blocks of a random
         permutation (a fresh one when fewer than ``b`` indices remain), so
-        every minibatch is a uniformly random ``b``-subset."""
+        every minibatch is a uniformly random ``b``-subset; None when the
+        minibatch is every row (no permutation drawn: the chain's generator
+        then serves the Metropolis decisions alone, so weighted and repeated
+        rows give the same chain)."""
+        if self.b >= self.n:
+            return None
         st = self.state
         if st["perm"] is None or st["pos"] + self.b > self.n:
             st["perm"] = torch.randperm(self.n, generator=self.g, device=self.device)
@@ -32,8 +37,13 @@ class NetworkGradientsMixin:
         return idx
 
     def batch_grad(self, theta, idx, out):
-        """``sum_{j in idx} w_j grad U_j(theta)`` into ``out``; returns the
-        loss (``w_j = 1`` without weights)."""
+        """``sum_{j in idx} w_j grad U_j(theta)`` into ``out`` (every row
+        where ``idx`` is None); returns the loss (``w_j = 1`` without
+        weights)."""
+        if idx is None:
+            self.n_grad_evals += self.n
+            return self.net.loss_grad(theta, self.X, self.y, out, self._views_of(theta),
+                                      self._views_of(out), self.w)
         self.n_grad_evals += int(idx.shape[0])
         return self.net.loss_grad(theta, self.X.index_select(0, idx),
                                   self.y.index_select(0, idx), out,

@@ -9,11 +9,17 @@ from sklearn.utils import check_random_state
 
 from .._sampling._specs import (DYNAMICS, ESTIMATORS, NETWORK, estimators_for,
                                 ineffective_settings, sampler_owners)
+from .._sampling.samplers import BY_NAME as SAMPLER_MODULES
 
 # friction="auto": the momentum decay h * gamma per step of the underdamped
 # dynamics (the momentum-SGD analogue of momentum 0.9; for SGNHT, h A).
 # step_size="auto" is each spec's ``network_learning_rate``.
 _AUTO_MOMENTUM_DECAY = 0.1
+
+#: the dynamics whose network step is Metropolis-adjusted with exact gradients
+#: (MALA, :mod:`._net_metropolis`); the specs' other Metropolis dynamics,
+#: SG-HMC leapfrog (HMC), is the linear engine's only
+NETWORK_METROPOLIS = ("sgld",)
 
 
 def _same(a, b):
@@ -193,8 +199,27 @@ class NetworkSettingsMixin:
         gamma = _AUTO_MOMENTUM_DECAY / h if self.friction == "auto" else float(self.friction)
         return h, gamma
 
-    def _sampler_params(self, batch_size, n_data):
+    def _resolve_metropolis(self, batch_size, n_rows):
+        """``metropolis="auto"``: on with exact gradients (a minibatch of
+        every row, uniform subsampling) and a dynamics with a Metropolis
+        step; ``True`` where it cannot act is refused."""
+        exact = batch_size >= n_rows and self.subsampling == "uniform"
+        able = self.sampler in NETWORK_METROPOLIS
+        if self.metropolis == "auto":
+            return exact and able
+        if self.metropolis and not (exact and able):
+            raise ValueError(
+                f"metropolis=True needs exact gradients (subsampling='uniform' with a "
+                f"minibatch of every row, batch_size >= n_rows) and "
+                f"sampler in {list(NETWORK_METROPOLIS)}; got sampler={self.sampler!r}, "
+                f"subsampling={self.subsampling!r}, batch_size={self.batch_size!r} for "
+                f"{n_rows} rows. Use metropolis='auto' (on wherever it can act), or "
+                f"batch_size='auto' on up to 200 rows.")
+        return bool(self.metropolis)
+
+    def _sampler_params(self, batch_size, n_data, n_rows=None):
         h, gamma = self._resolved_step(n_data)
+        n_rows = int(round(n_data)) if n_rows is None else int(n_rows)
         return {
             "sampler": self.sampler,
             "subsampling": self.subsampling,
@@ -214,6 +239,10 @@ class NetworkSettingsMixin:
             "map_epochs": int(self.map_epochs),
             "map_learning_rate": float(self.map_learning_rate),
             "verbose": int(bool(self.verbose)),
+            "metropolis": self._resolve_metropolis(int(batch_size), n_rows),
+            # dual averaging's target: the SGLD file's Metropolis rule (MALA)
+            "target_accept": SAMPLER_MODULES["sgld"].METROPOLIS.target_accept,
+            "adapt_step": self.step_size == "auto",
         }
 
     def _chain_seeds(self):

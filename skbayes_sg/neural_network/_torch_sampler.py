@@ -32,6 +32,7 @@ from .._sampling._normal_stream import NormalStream
 from ..exceptions import SamplingDivergedError
 from ._net_dynamics import NETWORK_DYNAMICS
 from ._net_estimators import NetworkGradientsMixin
+from ._net_metropolis import NetworkMetropolis
 
 # Number of activations (elements) per prediction block: bounds device memory.
 _PREDICT_BLOCK_ELEMENTS = 1 << 23
@@ -429,6 +430,9 @@ class ChainRunner(NetworkGradientsMixin):
             self._layer_lambda = np.ones(len(net.layers))
             self._fill_prior()
         self.dynamics = NETWORK_DYNAMICS[params["sampler"]](self)
+        # exact gradients and a reversible proposal: Metropolis-adjusted
+        self.metropolis = (NetworkMetropolis(self, params["target_accept"], params["adapt_step"])
+                           if params.get("metropolis") else None)
 
     # ----------------------------------------------------------- prior
     def _fill_prior(self):
@@ -471,6 +475,8 @@ class ChainRunner(NetworkGradientsMixin):
             rate = (b + 0.5 * ss) / T
             self._layer_lambda[k] = rng.gamma(shape, 1.0 / rate)
         self._fill_prior()
+        if self.metropolis is not None:
+            self.metropolis.invalidate()   # the potential changed with the prior
 
     def ewsg_work(self, k=0):
         """Scratch vector ``k`` (``P`` numbers) of the EWSG energies."""
@@ -513,7 +519,8 @@ class ChainRunner(NetworkGradientsMixin):
         self._seed_normal_stream()
         st = {"theta": theta, "perm": None, "pos": 0, "step": 0,
               "V": None, "r": None, "anchor": None, "since_snapshot": 0,
-              "ewsg_accept": 0, "ewsg_proposals": 0, "thermostat": None, "p_mid": None}
+              "ewsg_accept": 0, "ewsg_proposals": 0, "thermostat": None, "p_mid": None,
+              "mh_step": None}
         self.dynamics.init_state(st)
         self.state = st
         if self.p["subsampling"] == "cv":
@@ -531,6 +538,7 @@ class ChainRunner(NetworkGradientsMixin):
             out[key] = int(st[key])
         out["thermostat"] = None if st["thermostat"] is None else float(st["thermostat"])
         out["p_mid"] = st["p_mid"]
+        out["mh_step"] = st.get("mh_step")
         out["generator"] = self.g.get_state().numpy().copy()
         out["normal_stream"] = (None if self.normal_stream is None
                                 else self.normal_stream.get_state())
@@ -553,6 +561,7 @@ class ChainRunner(NetworkGradientsMixin):
         st["thermostat"] = None if xi is None else torch.tensor(
             float(xi), dtype=torch.float64, device=self.device)
         st["p_mid"] = saved.get("p_mid")
+        st["mh_step"] = saved.get("mh_step")   # the Metropolis chain's adapted step
         if saved["perm"] is not None and saved["n_data"] == self.n and len(saved["perm"]) == self.n:
             st["perm"] = torch.as_tensor(saved["perm"]).to(self.device)
         else:
@@ -602,7 +611,10 @@ class ChainRunner(NetworkGradientsMixin):
         """
         st = self.state
         p = self.p
-        h0 = float(p["step_size"])
+        stepper = self.metropolis or self.dynamics
+        if self.metropolis is not None:
+            self.metropolis.begin(st, n_warmup, schedule_constant=step_factors is None)
+        h0 = float(self.dynamics.h)
         gibbs_every = (max(1, int(math.ceil(self.n / self.b)))
                        if self.hyperprior is not None and self.prior_prec is not None else 0)
         estimate = self.ewsg_estimate if p["subsampling"] == "ewsg" else self.estimate
@@ -623,7 +635,7 @@ class ChainRunner(NetworkGradientsMixin):
             if step_factors is not None:
                 self.dynamics.set_step_size(h0 * float(step_factors[k]))
             # one step of the dynamics: one estimate (K + 1 for leapfrog)
-            loss = self.dynamics.step(st, estimate)
+            loss = stepper.step(st, estimate)
             st["step"] += 1
             if gibbs_every and st["step"] % gibbs_every == 0:
                 self.gibbs_prior()
@@ -650,6 +662,8 @@ class ChainRunner(NetworkGradientsMixin):
             self._diverged()
         if "ewsg_accept_t" in st:
             st["ewsg_accept"] += int(st.pop("ewsg_accept_t"))
+        if self.metropolis is not None:
+            self.metropolis.end(st)
         return kept
 
     def _diverged(self):

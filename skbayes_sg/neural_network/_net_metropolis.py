@@ -1,0 +1,185 @@
+"""The network's Metropolis-adjusted Langevin step (MALA), for exact gradients.
+
+When a chain's minibatch is every row (``batch_size >= n_rows``, uniform
+subsampling) its gradient is exact, and an SGLD step is the proposal of
+MALA: from ``theta`` with the gradient ``g = grad U(theta)``,
+
+    theta' = theta - h g + sqrt(2 h T) xi,
+
+accepted with probability ``min(1, exp(log_r))``,
+
+    log_r = [ -(U(theta') - U(theta)) + (theta' - theta) . (g + g') / 2
+              + h (|g|^2 - |g'|^2) / 4 ] / T,
+
+the log of ``pi(theta') q(theta | theta') / (pi(theta) q(theta' | theta))``
+for the target ``pi = exp(-U / T)`` and the Gaussian proposal ``q`` (the two
+quadratic forms of ``q`` expanded, so that no term of size ``P / 2`` cancels
+in floating point). The chain's law is then the posterior itself at every
+step size: the O(h) bias of the unadjusted step (on a 60-row, 40-feature
+problem, the draws' training log-likelihood 0.12-0.25 posterior sds below an
+exact Hamiltonian Monte Carlo reference at the default step) is gone. The
+proposal is the SGLD dynamics' own step (fused on the CPU), so the formula
+lives in one place; one gradient is spent per step, as for SGLD (the
+current point's potential and gradient are cached).
+
+With ``step_size="auto"`` and the constant schedule, each chain adapts its
+step during warm-up by dual averaging (Hoffman and Gelman, 2014, the linear
+engine's constants) toward the acceptance rate of the SGLD file's
+``METROPOLIS`` rule; the step then stays fixed, so the draws after warm-up
+are a Markov chain with the posterior as its stationary law.
+"""
+
+import math
+
+import torch
+
+from .._sampling._dynamics import DUAL_AVERAGING
+
+
+class DualAveraging:
+    """Dual averaging of ``log h`` toward a target acceptance rate (the
+    linear engine's rule, ``_dynamics.pyx``: Stan's constants)."""
+
+    def __init__(self, h, target_accept):
+        self.target = float(target_accept)
+        self.mu = math.log(10.0 * h)
+        self.t = 0
+        self.hbar = 0.0
+        self.log_h = math.log(h)
+        self.log_hbar = 0.0
+
+    def update(self, accept_prob):
+        """One update with this iteration's acceptance probability; returns
+        the next step."""
+        self.t += 1
+        eta = 1.0 / (self.t + DUAL_AVERAGING["t0"])
+        self.hbar = (1.0 - eta) * self.hbar + eta * (self.target - accept_prob)
+        self.log_h = self.mu - math.sqrt(self.t) / DUAL_AVERAGING["gamma"] * self.hbar
+        w = self.t ** (-DUAL_AVERAGING["kappa"])
+        self.log_hbar = w * self.log_h + (1.0 - w) * self.log_hbar
+        return math.exp(self.log_h)
+
+    def final(self):
+        """The step kept after warm-up: the average (or, after fewer than
+        ``settled`` updates, the smaller of it and the last iterate)."""
+        log_h = self.log_hbar
+        if self.t < DUAL_AVERAGING["settled"] and self.log_h < log_h:
+            log_h = self.log_h
+        return math.exp(log_h)
+
+
+class NetworkMetropolis:
+    """MALA on a :class:`~._torch_sampler.ChainRunner`'s chain (see the
+    module docstring).
+
+    Parameters
+    ----------
+    runner : ChainRunner
+        Its dynamics must be SGLD, its minibatch every row.
+    target_accept : float
+        Dual averaging's target acceptance rate.
+    adapt : bool
+        Adapt the step during warm-up (``step_size="auto"``).
+    """
+
+    def __init__(self, runner, target_accept, adapt):
+        if runner.b != runner.n or runner.p["subsampling"] != "uniform":
+            raise ValueError("the Metropolis step needs exact gradients (every row a step)")
+        self.runner = runner
+        self.target_accept = float(target_accept)
+        self.adapt = bool(adapt)
+        P = runner.net.n_params
+        new = lambda: torch.empty(P, device=runner.device, dtype=runner.dtype)  # noqa: E731
+        # the current point's and the proposal's: c * buf (the dynamics' form
+        # of the estimate) and the whole gradient g = c * buf + alpha * theta
+        self._cbuf, self._cbuf_prop = new(), new()
+        self._g, self._g_prop = new(), new()
+        self._prop = new()
+        self._U = self._loss = None          # potential and data loss at the current point
+        self._averaging = None
+        self._k = 0
+        self._n_warmup = 0
+        self.accept_sum = 0.0
+        self.n_proposed = 0
+
+    # ------------------------------------------------------------ the run
+    def begin(self, st, n_warmup, schedule_constant):
+        """Start a run: the chain's step (its adapted one, if it has one),
+        and dual averaging over the ``n_warmup`` first steps where allowed."""
+        h = st.get("mh_step")
+        dyn = self.runner.dynamics
+        if h is not None:
+            dyn.set_step_size(h)
+        self._k, self._n_warmup = 0, int(n_warmup)
+        self._averaging = (DualAveraging(dyn.h, self.target_accept)
+                           if self.adapt and schedule_constant and n_warmup > 0 else None)
+        self.accept_sum, self.n_proposed = 0.0, 0
+        self._U = None
+
+    def end(self, st):
+        """Keep the chain's step in its state (a warm start continues with it)."""
+        st["mh_step"] = float(self.runner.dynamics.h)
+
+    def invalidate(self):
+        """Forget the cached potential (the prior changed: a Gibbs step)."""
+        self._U = None
+
+    # ------------------------------------------------------------ one step
+    def _potential(self, loss, theta):
+        """``U(theta) = sum_i w_i CE_i + prior energy`` (float64)."""
+        r = self.runner
+        if r.prior_prec is not None:
+            prior = torch.dot(theta * r.prior_prec, theta)
+        else:
+            prior = r.dynamics.alpha * torch.dot(theta, theta)
+        return float(loss) + 0.5 * float(prior)
+
+    def _evaluate(self, estimate, theta, cbuf, g):
+        """``(U(theta), data loss)``; ``cbuf <- c * buf`` and
+        ``g <- cbuf + alpha theta``."""
+        loss, buf, c = estimate(theta)
+        torch.mul(buf, c, out=cbuf)
+        torch.add(cbuf, theta, alpha=self.runner.dynamics.alpha, out=g)
+        return self._potential(loss, theta), loss
+
+    def step(self, st, estimate):
+        """One MALA step; returns the data loss at the chain's new point
+        (the loss the runner reports)."""
+        dyn = self.runner.dynamics
+        theta = st["theta"]
+        if self._U is None:
+            self._U, self._loss = self._evaluate(estimate, theta, self._cbuf, self._g)
+        prop = self._prop
+        prop.copy_(theta)
+        dyn.apply({"theta": prop}, self._cbuf, 1.0)   # the SGLD step: the proposal
+        U_prop, loss_prop = self._evaluate(estimate, prop, self._cbuf_prop, self._g_prop)
+        g, g_prop = self._g, self._g_prop
+        delta = torch.sub(prop, theta)
+        log_r = (-(U_prop - self._U)
+                 + 0.5 * float(torch.dot(delta, g.add(g_prop)))
+                 + 0.25 * dyn.h * (float(torch.dot(g, g)) - float(torch.dot(g_prop, g_prop))))
+        log_r /= dyn.T
+        accept = math.exp(min(0.0, log_r)) if math.isfinite(log_r) else 0.0
+        u = float(torch.rand((), generator=self.runner.g, device=self.runner.device,
+                             dtype=torch.float64))
+        if u < accept:
+            st["theta"], self._prop = prop, theta
+            self._cbuf, self._cbuf_prop = self._cbuf_prop, self._cbuf
+            self._g, self._g_prop = self._g_prop, self._g
+            self._U, self._loss = U_prop, loss_prop
+        self._record(accept)
+        return self._loss
+
+    def _record(self, accept):
+        """Acceptance statistics after warm-up; dual averaging during it."""
+        self._k += 1
+        if self._k > self._n_warmup:
+            self.accept_sum += accept
+            self.n_proposed += 1
+        elif self._averaging is not None:
+            dyn = self.runner.dynamics
+            if self._k < self._n_warmup:
+                dyn.set_step_size(self._averaging.update(accept))
+            else:
+                self._averaging.update(accept)
+                dyn.set_step_size(self._averaging.final())
