@@ -87,6 +87,8 @@ def test_it_runs_with_the_other_settings(kw):
     X, y = small_classification(n=60)
     clf = _fit(X, y, **kw)
     assert clf.metropolis_ and 0.05 < clf.acceptance_rate_ <= 1.0, kw
+    if "schedule" in kw:   # the base step is kept, not the schedule's last
+        assert clf.step_size_ == pytest.approx(clf._resolved_step(60)[0])
     assert np.all(np.isfinite(clf.coef_samples_))
     assert clf.predict_proba(X).shape == (60, 3)
 

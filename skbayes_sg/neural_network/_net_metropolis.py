@@ -97,6 +97,7 @@ class NetworkMetropolis:
         self._prop = new()
         self._U = self._loss = None          # potential and data loss at the current point
         self._averaging = None
+        self.base_step = float(runner.dynamics.h)
         self._k = 0
         self._n_warmup = 0
         self.accept_sum = 0.0
@@ -111,6 +112,7 @@ class NetworkMetropolis:
         if h is not None:
             dyn.set_step_size(h)
         self._k, self._n_warmup = 0, int(n_warmup)
+        self.base_step = float(dyn.h)       # a schedule's factors multiply it
         self._averaging = (DualAveraging(dyn.h, self.target_accept)
                            if self.adapt and schedule_constant and n_warmup > 0 else None)
         self.accept_sum, self.n_proposed = 0.0, 0
@@ -118,7 +120,7 @@ class NetworkMetropolis:
 
     def end(self, st):
         """Keep the chain's step in its state (a warm start continues with it)."""
-        st["mh_step"] = float(self.runner.dynamics.h)
+        st["mh_step"] = self.base_step
 
     def invalidate(self):
         """Forget the cached potential (the prior changed: a Gibbs step)."""
@@ -182,4 +184,5 @@ class NetworkMetropolis:
                 dyn.set_step_size(self._averaging.update(accept))
             else:
                 self._averaging.update(accept)
-                dyn.set_step_size(self._averaging.final())
+                self.base_step = self._averaging.final()
+                dyn.set_step_size(self.base_step)

@@ -110,7 +110,8 @@ class NetworkRunMixin:
                 proposals += new_states[-1]["ewsg_proposals"]
                 if runner.metropolis is not None:
                     metropolis.append((runner.metropolis.accept_sum,
-                                       runner.metropolis.n_proposed, runner.dynamics.h))
+                                       runner.metropolis.n_proposed,
+                                       runner.metropolis.base_step))
         counts = (n_grad_evals, accepted, proposals, metropolis)
         return draws, new_states, modes, counts, progress
 
