@@ -41,9 +41,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the tests' references: Stan's adaptation windows
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from bench_mlp_defaults import _scores, load, run_mlp  # noqa: E402
 from _common import results_dir  # noqa: E402
+from _reference import adaptation_windows  # noqa: E402
 
 SIZES = (64, 100, 10)
 PRIOR_SCALE, BIAS_SCALE = 4.0, 1.0
@@ -58,16 +61,6 @@ def _layout():
         pos += fi * fo + fo
         prec += [fi / PRIOR_SCALE ** 2] * (fi * fo) + [1.0 / BIAS_SCALE ** 2] * fo
     return layers, np.array(prec)
-
-
-def _windows(n):
-    """Stan's adaptation windows of an ``n``-iteration warm-up."""
-    out, start, width, end_all = [], 75, 25, n - 50
-    while start < end_all:
-        end = start + width if start + 3 * width <= end_all else end_all
-        out.append((start, end))
-        start, width = end, 2 * width
-    return out
 
 
 def hmc_chain(chain, data, verbose=True):
@@ -104,7 +97,7 @@ def hmc_chain(chain, data, verbose=True):
     inv_metric = torch.ones_like(th)
     eps = 0.01
     u, g = potential(th)
-    windows, kept = _windows(N_WARMUP), []
+    windows, kept = adaptation_windows(N_WARMUP), []
 
     def averaging(h):
         return {"mu": math.log(10 * h), "hbar": 0.0, "log_h_bar": 0.0, "t": 0}

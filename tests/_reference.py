@@ -684,7 +684,7 @@ class BinaryReluNet:
         return u, grad + self.prior_precision * theta
 
 
-def _adaptation_windows(n_warmup):
+def adaptation_windows(n_warmup):
     """Stan's windows: 75 iterations, then metric windows of 25, 50, ...,
     the last stretched to ``n_warmup - 50``, then 50 for the step alone."""
     windows, start, width, end_all = [], 75, 25, n_warmup - 50
@@ -712,7 +712,7 @@ def hmc(potential_and_gradient, theta0, n_warmup, n_draws, seed, trajectory=2.0,
     theta = np.array(theta0, dtype=np.float64)
     inv_metric = np.ones_like(theta)
     u, g = potential_and_gradient(theta)
-    step, windows, kept = 0.01, _adaptation_windows(n_warmup), []
+    step, windows, kept = 0.01, adaptation_windows(n_warmup), []
 
     def averaging(h):
         return {"mu": np.log(10 * h), "hbar": 0.0, "log_h_bar": 0.0, "t": 0}

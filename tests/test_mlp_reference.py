@@ -32,28 +32,18 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sklearn.datasets import make_classification  # noqa: E402
-from sklearn.model_selection import train_test_split  # noqa: E402
-from sklearn.preprocessing import StandardScaler  # noqa: E402
-
 from skbayes_sg.diagnostics import MCMCConvergenceWarning  # noqa: E402
 from skbayes_sg.neural_network import SGMCMCMLPClassifier  # noqa: E402
 
 try:
     from . import _reference as ref
+    from .test_mlp_bayes import _small_problem as _problem
 except ImportError:  # pragma: no cover
     import _reference as ref
+    from test_mlp_bayes import _small_problem as _problem
 
 HIDDEN = 32
 Z = 4.0
-
-
-def _problem():
-    X, y = make_classification(n_samples=600, n_features=40, n_informative=5, n_redundant=1,
-                               class_sep=1.2, flip_y=0.05, random_state=0)
-    Xtr, Xte, ytr, yte = train_test_split(X, y, train_size=60, stratify=y, random_state=0)
-    sc = StandardScaler().fit(Xtr)
-    return sc.transform(Xtr), sc.transform(Xte), ytr, yte
 
 
 @pytest.fixture(scope="module")
