@@ -101,3 +101,13 @@ def test_dual_averaging_finds_the_step_of_a_known_acceptance_curve():
     for _ in range(2000):
         h = da.update(math.exp(-h))
     assert da.final() == pytest.approx(-math.log(0.6), rel=0.02)
+
+
+def test_the_networks_metropolis_dynamics_are_the_specs():
+    """The network's list is a subset of the specs' Metropolis dynamics (one
+    vocabulary), and each has a network class."""
+    from skbayes_sg._sampling._specs import DYNAMICS
+    from skbayes_sg.neural_network._net_dynamics import NETWORK_DYNAMICS
+    from skbayes_sg.neural_network._network_settings import NETWORK_METROPOLIS
+    for name in NETWORK_METROPOLIS:
+        assert DYNAMICS[name].metropolis and name in NETWORK_DYNAMICS
