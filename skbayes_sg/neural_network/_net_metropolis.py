@@ -90,12 +90,13 @@ class NetworkMetropolis:
         self.adapt = bool(adapt)
         P = runner.net.n_params
         new = lambda: torch.empty(P, device=runner.device, dtype=runner.dtype)  # noqa: E731
-        # the current point's and the proposal's: c * buf (the dynamics' form
-        # of the estimate) and the whole gradient g = c * buf + alpha * theta
+        # the current point's and the proposal's c * buf, the dynamics' form of
+        # the gradient (the whole gradient adds alpha * theta: the isotropic
+        # prior's exact term, 0 with the default fan-in prior)
         self._cbuf, self._cbuf_prop = new(), new()
-        self._g, self._g_prop = new(), new()
-        self._prop = new()
-        self._U = self._loss = None          # potential and data loss at the current point
+        self._prop, self._work = new(), new()
+        # at the current point: potential, data loss and ||g||^2
+        self._U = self._loss = self._gg = None
         self._averaging = None
         self.base_step = float(runner.dynamics.h)
         self._k = 0
@@ -127,22 +128,21 @@ class NetworkMetropolis:
         self._U = None
 
     # ------------------------------------------------------------ one step
-    def _potential(self, loss, theta):
-        """``U(theta) = sum_i w_i CE_i + prior energy`` (float64)."""
+    def _evaluate(self, estimate, theta, cbuf):
+        """``cbuf <- c * buf`` at ``theta``; returns ``(U(theta), data loss,
+        g)`` with ``U = sum_i w_i CE_i + prior energy`` (float64) and ``g =
+        cbuf + alpha theta`` the whole gradient (``cbuf`` itself when alpha
+        is 0)."""
         r = self.runner
-        if r.prior_prec is not None:
-            prior = torch.dot(theta * r.prior_prec, theta)
-        else:
-            prior = r.dynamics.alpha * torch.dot(theta, theta)
-        return float(loss) + 0.5 * float(prior)
-
-    def _evaluate(self, estimate, theta, cbuf, g):
-        """``(U(theta), data loss)``; ``cbuf <- c * buf`` and
-        ``g <- cbuf + alpha theta``."""
         loss, buf, c = estimate(theta)
         torch.mul(buf, c, out=cbuf)
-        torch.add(cbuf, theta, alpha=self.runner.dynamics.alpha, out=g)
-        return self._potential(loss, theta), loss
+        alpha = r.dynamics.alpha
+        if r.prior_prec is not None:
+            prior = torch.dot(torch.mul(theta, r.prior_prec, out=self._work), theta)
+        else:
+            prior = alpha * torch.dot(theta, theta)
+        g = cbuf if alpha == 0.0 else torch.add(cbuf, theta, alpha=alpha)
+        return float(loss) + 0.5 * float(prior), loss, g
 
     def step(self, st, estimate):
         """One MALA step; returns the data loss at the chain's new point
@@ -150,25 +150,26 @@ class NetworkMetropolis:
         dyn = self.runner.dynamics
         theta = st["theta"]
         if self._U is None:
-            self._U, self._loss = self._evaluate(estimate, theta, self._cbuf, self._g)
+            self._U, self._loss, g = self._evaluate(estimate, theta, self._cbuf)
+            self._gg = float(torch.dot(g, g))
+        else:
+            g = self._cbuf if dyn.alpha == 0.0 else torch.add(self._cbuf, theta, alpha=dyn.alpha)
         prop = self._prop
         prop.copy_(theta)
         dyn.apply({"theta": prop}, self._cbuf, 1.0)   # the SGLD step: the proposal
-        U_prop, loss_prop = self._evaluate(estimate, prop, self._cbuf_prop, self._g_prop)
-        g, g_prop = self._g, self._g_prop
-        delta = torch.sub(prop, theta)
+        U_prop, loss_prop, g_prop = self._evaluate(estimate, prop, self._cbuf_prop)
+        gg_prop = float(torch.dot(g_prop, g_prop))
+        delta = torch.sub(prop, theta, out=self._work)
         log_r = (-(U_prop - self._U)
-                 + 0.5 * float(torch.dot(delta, g.add(g_prop)))
-                 + 0.25 * dyn.h * (float(torch.dot(g, g)) - float(torch.dot(g_prop, g_prop))))
-        log_r /= dyn.T
+                 + 0.5 * (float(torch.dot(delta, g)) + float(torch.dot(delta, g_prop)))
+                 + 0.25 * dyn.h * (self._gg - gg_prop)) / dyn.T
         accept = math.exp(min(0.0, log_r)) if math.isfinite(log_r) else 0.0
         u = float(torch.rand((), generator=self.runner.g, device=self.runner.device,
                              dtype=torch.float64))
         if u < accept:
             st["theta"], self._prop = prop, theta
             self._cbuf, self._cbuf_prop = self._cbuf_prop, self._cbuf
-            self._g, self._g_prop = self._g_prop, self._g
-            self._U, self._loss = U_prop, loss_prop
+            self._U, self._loss, self._gg = U_prop, loss_prop, gg_prop
         self._record(accept)
         return self._loss
 

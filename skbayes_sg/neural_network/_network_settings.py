@@ -220,6 +220,7 @@ class NetworkSettingsMixin:
     def _sampler_params(self, batch_size, n_data, n_rows=None):
         h, gamma = self._resolved_step(n_data)
         n_rows = int(round(n_data)) if n_rows is None else int(n_rows)
+        metropolis = self._resolve_metropolis(int(batch_size), n_rows)
         return {
             "sampler": self.sampler,
             "subsampling": self.subsampling,
@@ -239,9 +240,10 @@ class NetworkSettingsMixin:
             "map_epochs": int(self.map_epochs),
             "map_learning_rate": float(self.map_learning_rate),
             "verbose": int(bool(self.verbose)),
-            "metropolis": self._resolve_metropolis(int(batch_size), n_rows),
-            # dual averaging's target: the SGLD file's Metropolis rule (MALA)
-            "target_accept": SAMPLER_MODULES["sgld"].METROPOLIS.target_accept,
+            "metropolis": metropolis,
+            # dual averaging's target: the sampler file's Metropolis rule
+            "target_accept": (SAMPLER_MODULES[self.sampler].METROPOLIS.target_accept
+                              if metropolis else None),
             "adapt_step": self.step_size == "auto",
         }
 
