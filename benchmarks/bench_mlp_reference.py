@@ -10,14 +10,16 @@ The model is the estimator's default for ``hidden_layer_sizes=(100,)``: a
 64-100-10 ReLU network, softmax likelihood summed over the 1,257 training
 rows of issue 26's split (``bench_mlp_defaults.load("digits")``), the fan-in
 prior ``W_l ~ N(0, 4^2 / fan_in)``, biases ``N(0, 1)``. The reference:
-full-batch HMC in float64 with gradients from torch's autograd (not the
+full-batch HMC (``tests/_reference.hmc``, the sampler of the network's
+reference test) in float64 with gradients from torch's autograd (not the
 library's hand-written backward pass), a diagonal metric and the step
 adapted as Stan does (windows of 75 / 25 / 50 / 100 / 300 / 50 iterations in
 a 600-iteration warm-up; dual averaging toward acceptance 0.8), trajectories
 of 2 time units (jittered by +-20%, at most 512 leapfrog steps), then 600
-kept iterations; ``--chains`` chains from Glorot starts, seeds 1000 + chain.
-Each chain takes ~7 minutes on one core; the results are cached in
-``benchmarks/results/mlp-digits-hmc-<chains>x600.npz``.
+kept iterations; ``--chains`` chains from Glorot starts (numpy seeds 1000 +
+chain for the start, 2000 + chain for the sampler). Each chain takes ~7
+minutes on one core; the results are cached in
+``benchmarks/results/mlp-digits-hmc-<chains>x600-v2.npz``.
 
 Printed, for the reference, the defaults (``--seeds``) and MLPClassifier:
 test log-loss of the model average, accuracy, ECE (15 bins), mean predictive
@@ -41,12 +43,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-# the tests' references: Stan's adaptation windows
+# the tests' references: the HMC sampler
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from bench_mlp_defaults import _scores, load, run_mlp  # noqa: E402
 from _common import results_dir  # noqa: E402
-from _reference import adaptation_windows  # noqa: E402
+from _reference import hmc  # noqa: E402
 
 SIZES = (64, 100, 10)
 PRIOR_SCALE, BIAS_SCALE = 4.0, 1.0
@@ -64,8 +66,10 @@ def _layout():
 
 
 def hmc_chain(chain, data, verbose=True):
-    """One HMC chain: per kept iteration the test-set probabilities (summed),
-    the training cross-entropy per row and the test log-loss per row."""
+    """One HMC chain (``tests/_reference.hmc``, the sampler the network's
+    reference test uses) on the potential written here with torch's
+    autograd: per kept iteration the test-set probabilities (averaged), the
+    training cross-entropy per row and the test log-loss per row."""
     import torch
     torch.set_num_threads(1)
     dt = torch.float64
@@ -82,79 +86,38 @@ def hmc_chain(chain, data, verbose=True):
                 A = torch.relu(A)
         return A
 
-    def potential(th):
-        th = th.detach().requires_grad_(True)
+    def potential_and_gradient(theta):
+        th = torch.from_numpy(theta).requires_grad_(True)
         u = (torch.nn.functional.cross_entropy(logits(th, X), Y, reduction="sum")
              + 0.5 * (prec * th * th).sum())
         g, = torch.autograd.grad(u, th)
-        return u.detach(), g
+        return float(u.detach()), g.numpy()
 
-    gen = torch.Generator().manual_seed(1000 + chain)
-    th = torch.empty(len(prec), dtype=dt)
-    for p0, fi, fo in layers:
-        bound = math.sqrt(6.0 / (fi + fo))
-        th[p0:p0 + fi * fo + fo].uniform_(-bound, bound, generator=gen)
-    inv_metric = torch.ones_like(th)
-    eps = 0.01
-    u, g = potential(th)
-    windows, kept = adaptation_windows(N_WARMUP), []
-
-    def averaging(h):
-        return {"mu": math.log(10 * h), "hbar": 0.0, "log_h_bar": 0.0, "t": 0}
-    da = averaging(eps)
-    probs = torch.zeros(Xt.shape[0], SIZES[-1], dtype=dt)
-    train_ce, test_ll, accepts = [], [], []
+    rng = np.random.default_rng(1000 + chain)
+    start = np.concatenate([rng.uniform(-b, b, fi * fo + fo) for b, fi, fo in
+                            ((math.sqrt(6.0 / (fi + fo)), fi, fo) for _, fi, fo in layers)])
     t0 = time.time()
-    for it in range(N_WARMUP + N_DRAWS):
-        jitter = float(torch.empty(1, dtype=dt).uniform_(0.8, 1.2, generator=gen))
-        n_leap = max(1, min(512, int(round(2.0 / eps * jitter))))
-        r = torch.randn(len(th), dtype=dt, generator=gen) / inv_metric.sqrt()
-        h0 = u + 0.5 * (inv_metric * r * r).sum()
-        new, r = th.clone(), r - 0.5 * eps * g
-        for i in range(n_leap):
-            new = new + eps * inv_metric * r
-            u_new, g_new = potential(new)
-            if i < n_leap - 1:
-                r = r - eps * g_new
-        r = r - 0.5 * eps * g_new
-        h1 = u_new + 0.5 * (inv_metric * r * r).sum()
-        accept = float(torch.exp(torch.clamp(h0 - h1, max=0.0))) if torch.isfinite(h1) else 0.0
-        if float(torch.rand(1, generator=gen)) < accept:
-            th, u, g = new, u_new, g_new
-        if it >= N_WARMUP:
-            with torch.no_grad():
-                lp = torch.log_softmax(logits(th, Xt), dim=1)
-                probs += lp.exp()
-                test_ll.append(float(-lp[torch.arange(len(Yt)), Yt].mean()))
-                train_ce.append(float(torch.nn.functional.cross_entropy(logits(th, X), Y)))
-            accepts.append(accept)
-            continue
-        da["t"] += 1
-        t = da["t"]
-        da["hbar"] += (0.8 - accept - da["hbar"]) / (t + 10)
-        log_h = da["mu"] - math.sqrt(t) / 0.05 * da["hbar"]
-        da["log_h_bar"] += t ** -0.75 * (log_h - da["log_h_bar"])
-        eps = math.exp(log_h)
-        for start, end in windows:
-            if start <= it < end:
-                kept.append(th.clone())
-            if it == end - 1:
-                n = len(kept)
-                inv_metric = ((n / (n + 5.0)) * torch.stack(kept).var(0)
-                              + 1e-3 * 5.0 / (n + 5.0))
-                kept, da = [], averaging(eps)
-        if it == N_WARMUP - 1:
-            eps = math.exp(da["log_h_bar"])
+    draws, accept = hmc(potential_and_gradient, start, n_warmup=N_WARMUP, n_draws=N_DRAWS,
+                        seed=2000 + chain, target_accept=0.8, max_leapfrog=512)
+    with torch.no_grad():
+        th = torch.from_numpy(draws)
+        probs = torch.zeros(Xt.shape[0], SIZES[-1], dtype=dt)
+        train_ce, test_ll = [], []
+        for t in th:
+            lp = torch.log_softmax(logits(t, Xt), dim=1)
+            probs += lp.exp()
+            test_ll.append(float(-lp[torch.arange(len(Yt)), Yt].mean()))
+            train_ce.append(float(torch.nn.functional.cross_entropy(logits(t, X), Y)))
     if verbose:
-        print(f"  HMC chain {chain}: step {eps:.4g}, acceptance {np.mean(accepts):.3f}, "
-              f"{time.time() - t0:.0f} s", flush=True)
+        print(f"  HMC chain {chain}: acceptance {accept:.3f}, {time.time() - t0:.0f} s",
+              flush=True)
     return dict(probs=(probs / N_DRAWS).numpy(), train_ce=np.array(train_ce),
-                test_ll=np.array(test_ll), accept=float(np.mean(accepts)))
+                test_ll=np.array(test_ll), accept=accept)
 
 
 def reference(n_chains, data):
     """The HMC chains' results (cached)."""
-    path = results_dir() / f"mlp-digits-hmc-{n_chains}x{N_DRAWS}.npz"
+    path = results_dir() / f"mlp-digits-hmc-{n_chains}x{N_DRAWS}-v2.npz"
     if path.exists():
         z = np.load(path)
         return {k: z[k] for k in z.files}
