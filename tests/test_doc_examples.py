@@ -55,6 +55,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -246,6 +247,20 @@ print("@@doc-test done@@", flush=True)
 _SENTINEL = re.compile(r"^@@doc-test block (\d+)@@$", re.M)
 
 
+def python_shim(folder):
+    """A folder whose ``python`` runs this interpreter, environment included.
+
+    A script that execs ``sys.executable``, not a symlink to it: a
+    virtualenv's interpreter finds its ``pyvenv.cfg`` (hence its
+    site-packages) beside the path it was started by, so a link to it from
+    another folder starts the base interpreter, without the packages."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "python"
+    script.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    script.chmod(0o755)
+    return folder
+
+
 def run_page(name, tmp_path, slow=False):
     """Run the page's blocks (all of them in the slow pass); return (blocks
     run, {index: their output})."""
@@ -259,9 +274,7 @@ def run_page(name, tmp_path, slow=False):
     (tmp_path / "_blocks.json").write_text(json.dumps(payload))
     (tmp_path / "_driver.py").write_text(_DRIVER)
     # `python` in the bash examples is this interpreter
-    shim = tmp_path / "_bin"
-    shim.mkdir()
-    (shim / "python").symlink_to(sys.executable)
+    shim = python_shim(tmp_path / "_bin")
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(shim), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join(
@@ -503,3 +516,20 @@ def test_defaults_quoted_in_the_cli_table_are_the_estimators():
                              f"get_params {params[name]!r}")
     assert checked >= 50
     assert not wrong, "doc/cli.rst quotes stale defaults:\n" + "\n".join(wrong)
+
+
+def test_the_examples_python_is_this_interpreter_with_its_packages(tmp_path):
+    """`python` in a page's bash blocks is this interpreter *with its
+    environment*: inside a virtualenv a symlink to ``sys.executable`` starts
+    the base interpreter, which has none of the venv's packages (the CLI page
+    then failed with "No module named 'sklearn'")."""
+    shim = python_shim(tmp_path / "_bin")
+    env = dict(os.environ, PATH=os.pathsep.join([str(shim), os.environ.get("PATH", "")]))
+    out = subprocess.run(
+        ["python", "-c", "import sys, sklearn; print(sys.prefix); print(sklearn.__file__)"],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    prefix, sklearn_file = out.stdout.split("\n")[:2]
+    import sklearn
+    assert prefix == sys.prefix
+    assert sklearn_file == sklearn.__file__

@@ -12,13 +12,11 @@
   M + 1 minibatches per gradient, and stay close to the exact posterior.
 """
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy import stats
-from sklearn.datasets import load_svmlight_file
 
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
 from skbayes_sg._sampling._chain import EWSG_X_MODES, ChainOracle, run_segment
@@ -26,7 +24,10 @@ from skbayes_sg._sampling._dataset import RowData
 from skbayes_sg._sampling._dynamics import PSGLD, SGHMC, SGLD
 from skbayes_sg._sampling._estimators import FullGradient, Problem, UniformSubsampling
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+try:  # tests/ as a package or as a plain directory on sys.path
+    from ._datasets import australian_scale
+except ImportError:
+    from _datasets import australian_scale
 
 
 def _tiny_logistic(n=5, d=2, seed=0):
@@ -171,8 +172,7 @@ def test_whitening_is_the_real_transition_and_theorem2_holds(sampler):
 # ------------------------------------------------------------------- variance
 @pytest.fixture(scope="module")
 def australian_posterior():
-    X, y = load_svmlight_file(str(DATA / "australian_scale"), n_features=14)
-    X = np.ascontiguousarray(X.toarray())
+    X, y = australian_scale()
     y = (y > 0).astype(float)
     # the paper's setting: SGHMC in the parameters' own coordinates
     est = SGMCMCLogisticRegression(sampler="sghmc", subsampling="uniform", metric="identity",

@@ -59,8 +59,10 @@ CLASSIC = dict(metric="identity", sampler="sgld", metropolis=False, init="mode")
 
 try:
     from . import _reference as ref
+    from ._datasets import australian_scale
 except ImportError:
     import _reference as ref
+    from _datasets import australian_scale
 
 Z = 4.5
 MODE_BASED = ["cv", "preferential", "cv-preferential", "adaptive-cv",
@@ -656,15 +658,7 @@ def test_pseudo_variance_preferential_beats_uniform(logistic_pv):
 
 # ============================= 7. known library problems (strict xfail)
 def _australian_data():
-    from pathlib import Path
-
-    from sklearn.datasets import load_svmlight_file
-
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "australian_scale"
-    if not path.exists():
-        pytest.skip(f"{path} not found")
-    X, y = load_svmlight_file(str(path), n_features=14)
-    X = X.toarray()
+    X, y = australian_scale()
     return (X - X.mean(axis=0)) / X.std(axis=0), (y > 0).astype(np.float64)
 
 
@@ -720,15 +714,7 @@ def test_laplace_multi_output_gaussian():
 def australian():
     """australian_scale, standardised, against an independence-MH reference on
     the Laplace approximation (as ``test_posterior.py``)."""
-    from pathlib import Path
-
-    from sklearn.datasets import load_svmlight_file
-
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "australian_scale"
-    if not path.exists():
-        pytest.skip(f"{path} not found")
-    X, y = load_svmlight_file(str(path), n_features=14)
-    X = X.toarray()
+    X, y = australian_scale()
     y = (y > 0).astype(np.float64)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     Xe = ref.add_ones(X)

@@ -28,7 +28,6 @@ correct standard errors is ~1e-3, while the ESS estimates themselves carry
 ~10-20% error.  All seeds are fixed.
 """
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -44,10 +43,11 @@ from skbayes_sg._sampling._glm import GAUSSIAN, GLM, LOGISTIC, SOFTMAX, potentia
 
 try:  # tests/ as a package or as a plain directory on sys.path
     from . import _reference as ref
+    from ._datasets import australian_scale
 except ImportError:
     import _reference as ref
+    from _datasets import australian_scale
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 Z = 4.5
 
 
@@ -409,10 +409,7 @@ def australian():
     that SG-MCMC cannot mix in a test's budget), labels -1/+1 -> 0/1.
     Reference: independence MH with a t_10 proposal on the Laplace
     approximation (acceptance ~0.55, ESS ~13000 per coordinate)."""
-    from sklearn.datasets import load_svmlight_file
-
-    X, y = load_svmlight_file(str(DATA / "australian_scale"), n_features=14)
-    X = X.toarray()
+    X, y = australian_scale()
     y = (y > 0).astype(np.float64)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     Xe = ref.add_ones(X)
