@@ -14,6 +14,7 @@ import numpy as np
 from Cython import Tempita
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).parent
 NUMPY_DIR = Path(np.get_include()).parent.parent  # .../numpy
@@ -61,10 +62,22 @@ def make_extensions():
     return extensions
 
 
+class ParallelBuildExt(build_ext):
+    """``build_ext`` compiling the extensions on every core (``-j``) unless
+    told otherwise: the engine's C files take minutes each on one."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if self.parallel is None:
+            self.parallel = os.cpu_count() or 1
+
+
 render_templates()
 setup(
+    cmdclass={"build_ext": ParallelBuildExt},
     ext_modules=cythonize(
         make_extensions(),
+        nthreads=os.cpu_count() or 1,
         compiler_directives={
             "language_level": 3,
             "boundscheck": False,
