@@ -911,3 +911,28 @@ def test_a_posterior_too_ill_conditioned_for_its_cholesky_raises_a_clear_error()
     with pytest.raises(ValueError, match="noise_var=1e-14") as info:
         est.fit(X, y)
     assert type(info.value) is ValueError and "alpha=1" in str(info.value)
+
+
+def test_ridge_warns_when_the_mean_of_y_sets_alpha():
+    """alpha='auto' with y 2 sd from 0 (diabetes as it comes): the evidence's
+    alpha_ is 14x the centred y's (0.000408 against 0.00569; BayesianRidge
+    0.00507), which the 3-sd rule let pass silently. The warning names both;
+    centred y, and y 0.3 sd off (alpha 1.3x), fit quietly."""
+    import warnings as _w
+
+    from sklearn.datasets import load_diabetes
+    X, y = load_diabetes(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    kw = dict(n_chains=2, n_samples=50, n_warmup=50, random_state=0)
+    with pytest.warns(UserWarning, match=r"alpha_ at 0\.000408 where the centred y puts it "
+                                         r"at 0\.00569 \(13\.9 times apart"):
+        est = SGMCMCRidge(**kw).fit(X, y)
+    from skbayes_sg.diagnostics import MCMCConvergenceWarning
+    with _w.catch_warnings():
+        _w.simplefilter("error", UserWarning)
+        _w.simplefilter("ignore", MCMCConvergenceWarning)     # 50 draws: short on purpose
+        centred = SGMCMCRidge(**kw).fit(X, y - y.mean())
+        SGMCMCRidge(**kw).fit(X, y - y.mean() + 0.3 * y.std())
+    # the centred evidence is computed (one more set-up pass), never used
+    assert est.alpha_ == pytest.approx(0.000408, rel=1e-2)
+    assert est.n_setup_passes_ == centred.n_setup_passes_ + 1
