@@ -174,3 +174,30 @@ def test_posterior_predictive_has_the_draws_class_probabilities(short_fit, iris)
         freq = np.array([(pp[i] == c).mean() for c in est.classes_])
         sd = np.sqrt(proba[i] * (1 - proba[i]) / n) + 1e-3
         assert np.all(np.abs(freq - proba[i]) < 5 * sd), (freq, proba[i])
+
+
+@pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto")
+@pytest.mark.filterwarnings("ignore:PSIS-LOO is unreliable")   # a 20-draw fit
+def test_loo_of_the_estimator_is_loo_of_its_export(short_fit, iris):
+    """``loo(mlp, X, y)`` works as for every estimator (it raised "has no
+    pointwise log likelihood") and equals ``loo`` of the export, also through
+    a pipeline; ``compare`` takes networks too."""
+    pytest.importorskip("arviz")
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    from skbayes_sg.diagnostics import compare, loo
+    est, _ = short_fit
+    X, y = iris
+    direct = loo(est, X[:40], y[:40])
+    exported = loo(est.to_inference_data(X[:40], y[:40]))
+    assert direct.pareto_k.shape == (40,)
+    np.testing.assert_allclose(direct.elpd_loo_i, exported.elpd_loo_i, rtol=1e-10)
+    assert np.isfinite(direct.elpd_loo)
+    pipe = make_pipeline(FunctionTransformer(lambda Z: Z * 2.0).fit(X), est)
+    piped = loo(pipe, X[:40] / 2.0, y[:40])
+    np.testing.assert_allclose(piped.elpd_loo_i, direct.elpd_loo_i, rtol=1e-10)
+    table = compare({"net": est, "same": est}, X[:40], y[:40])
+    assert len(table) == 2
+    with pytest.raises(ValueError, match="labels not in classes_"):
+        loo(est, X[:5], np.array([9, 9, 9, 9, 9]))

@@ -298,6 +298,18 @@ class NetworkPosteriorMixin:
                 "y": self.classes_[pred].reshape(chains, n_draws, -1)}
         return groups, lp, X.shape[0]
 
+    def _log_likelihood_draws(self, X, y):
+        """``log p(y_i | x_i, theta_s)``, shape (n_rows, n_chains * n_kept):
+        every draw's log-likelihood of every row, as the linear estimators'
+        (read by :func:`skbayes_sg.diagnostics.loo` and ``compare``)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        y = np.asarray(y).ravel()
+        if not np.all(np.isin(y, self.classes_)):
+            raise ValueError("y contains labels not in classes_.")
+        loglik, _ = self._pointwise_export(X, np.searchsorted(self.classes_, y), False, None)
+        return loglik.T
+
     def _pointwise_export(self, X, y_idx, posterior_predictive, random_state):
         """``(loglik, pred)``, each of shape (n_chains * n_kept, n_rows) or
         None: every draw's log-likelihood of the class indices ``y_idx`` (None
