@@ -667,3 +667,35 @@ def test_small_steps_run_on_one_thread_and_the_setting_is_restored(monkeypatch):
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(1)
+
+
+def test_draws_beyond_the_memory_budget_are_thinned_with_a_warning():
+    """Draws that would outgrow ``draws_memory_limit`` are thinned before the
+    chains run (numpy's raw "Unable to allocate 137 GiB" before): the same run,
+    every k-th draw stored, a warning naming the parameters; the kept draws
+    are those of the unthinned run, and a partial_fit counts what it appends
+    to."""
+    X, y = _small_data()
+    kw = dict(_SMALL, n_warmup=20, thin=1, n_chains=2, random_state=0)
+    full = SGMCMCMLPClassifier(**dict(kw, n_samples=200)).fit(X, y)
+    per_draw = 2 * full.n_params_ * 4
+    limit = 50 * per_draw / (1 << 30)             # room for 50 draws a chain
+    with pytest.warns(UserWarning, match=r"every 4-th is stored .*draws_memory_limit"):
+        est = SGMCMCMLPClassifier(**dict(kw, n_samples=200, draws_memory_limit=limit)).fit(X, y)
+    assert est.coef_samples_.shape[1] == est.n_samples_ == 50 and est.thin_ == 4
+    assert est.coef_samples_.nbytes <= limit * (1 << 30)
+    np.testing.assert_array_equal(est.coef_samples_, full.coef_samples_[:, 3::4])
+    assert est.n_steps_ == full.n_steps_
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)     # within the budget: silent
+        small = SGMCMCMLPClassifier(**dict(kw, n_samples=50, draws_memory_limit=limit))
+        small.partial_fit(X, y, classes=np.unique(y))
+    with pytest.warns(UserWarning, match="draws_memory_limit"):   # nothing left: the floor
+        small.partial_fit(X, y)
+    assert small.coef_samples_.shape[1] == 50 + 13    # 16 a chain at most: every 4th of 50
+    # the issue's case (256-256 units on 100 features, 100,000 draws: 137 GiB)
+    # is thinned by arithmetic, before anything is allocated
+    big = SGMCMCMLPClassifier(hidden_layer_sizes=(256, 256), n_samples=100_000)
+    n_params = 100 * 256 + 256 + 256 * 256 + 256 + 256 + 1      # two classes: one output
+    with pytest.warns(UserWarning, match=r"would need 136\.9\d GiB"):
+        assert big._memory_stride(100_000, n_params, 0) > 30

@@ -59,6 +59,7 @@ _CONSTRAINTS = {
     "map_epochs": [Interval(Integral, 0, None, closed="left")],
     "map_learning_rate": [Interval(Real, 0, None, closed="neither")],
     "max_draws_in_memory": [Interval(Integral, 1, None, closed="left")],
+    "draws_memory_limit": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
     "device": [str],
     "dtype": [StrOptions({"float32", "float64"})],
     "random_state": ["random_state"],
@@ -297,6 +298,14 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
         as many rows as keep one block of activations near 32 MB in float32),
         so memory stays bounded for any number of draws and rows.
 
+    draws_memory_limit : float or "auto", default="auto"
+        Budget of the stored draws (``coef_samples_``, float32), in GiB, as
+        the linear estimators'. Draws that would outgrow it are thinned
+        before the chains run: every ``k``-th is kept (``thin_`` times
+        ``k``, ``n_samples_`` the draws kept per chain, at least 16), for a
+        run of the same length, with a warning that says so. ``"auto"``: a
+        quarter of the physical memory, at most 4 GiB.
+
     device : {"cpu", "cuda", "auto"} or str, default="cpu"
         Torch device. ``"auto"`` is ``"cuda"`` when
         ``torch.cuda.is_available()``, else ``"cpu"``; ``"cuda:k"`` picks a
@@ -400,8 +409,13 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
         resolved, clipped to the rows).
 
     n_warmup_, thin_ : int
-        Warm-up steps and thinning of the last fit (``"auto"`` resolved; the
+        Warm-up steps and thinning of the last fit (``"auto"`` resolved,
+        ``thin_`` including the thinning ``draws_memory_limit`` imposed; the
         warm-up of a continued chain is 0).
+
+    n_samples_ : int
+        Draws per chain the last fit stored (``n_samples``, fewer where
+        ``draws_memory_limit`` thinned them).
 
     friction_ : float or None
         Friction (``"sgnht"``: diffusion A) used by the last fit, for the
@@ -477,6 +491,7 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         map_epochs=10,
         map_learning_rate=1e-3,
         max_draws_in_memory=64,
+        draws_memory_limit="auto",
         device="cpu",
         dtype="float32",
         random_state=None,
@@ -513,6 +528,7 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         self.map_epochs = map_epochs
         self.map_learning_rate = map_learning_rate
         self.max_draws_in_memory = max_draws_in_memory
+        self.draws_memory_limit = draws_memory_limit
         self.device = device
         self.dtype = dtype
         self.random_state = random_state
@@ -707,7 +723,8 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         params["prior_layers"] = self._prior_layers(net.layer_sizes)
         y_idx = np.searchsorted(classes, y)
         tensors = self._tensors(torch, X, y_idx, weights, binary, device, dtype)
-        run = self._run_length(continuing, n_rows, batch_size)
+        stored = self.coef_samples_.shape[1] if append and continuing else 0
+        run = self._run_length(continuing, n_rows, batch_size, net.n_params, stored)
         draws, states, modes, counts, progress = self._run_chains(
             backend, torch, net, tensors, params, run, device, dtype, continuing)
         if append and continuing:

@@ -2,10 +2,12 @@
 schedule, the chains one after the other, and the fit's attributes beside
 the draws (:class:`NetworkRunMixin`)."""
 import math
+import warnings
 
 import numpy as np
 
 from ._schedules import schedule_plan
+from .._sampling._draws import MIN_STORED, resolve_budget
 from .._sampling._runner import FitProgress, interrupt_note, progress_guard
 from .._sampling._specs import DYNAMICS
 
@@ -47,9 +49,11 @@ class NetworkRunMixin:
         wt = None if weights is None else torch.tensor(weights, dtype=dtype, device=device)
         return Xt, yt, wt
 
-    def _run_length(self, continuing, n_rows, batch_size):
+    def _run_length(self, continuing, n_rows, batch_size, n_params, stored=0):
         """The chains' saved states and seeds, and the run: warm-up steps,
-        draws, thinning and the step schedule (``n_warmup_``, ``thin_``)."""
+        draws, thinning and the step schedule (``n_warmup_``, ``thin_``,
+        ``n_samples_``), the draws thinned to ``draws_memory_limit`` beside
+        the ``stored`` draws per chain a ``partial_fit`` appends to."""
         if continuing:
             states = self._chain_states
             seeds = [0] * len(states)
@@ -60,13 +64,38 @@ class NetworkRunMixin:
             n_warmup = _auto_length(self.n_warmup, MIN_WARMUP_STEPS, n_rows, batch_size)
         n_keep = int(self.n_samples)
         thin = _auto_length(self.thin, MIN_THIN, n_rows, batch_size * n_keep)
-        self.n_warmup_, self.thin_ = n_warmup, thin
+        stride = self._memory_stride(n_keep, n_params, stored)
+        if stride > 1:    # the same run, every stride-th draw kept
+            n_keep, thin = -(-n_keep // stride), thin * stride
+            if self.schedule == "cyclical":
+                n_keep = max(n_keep, int(self.n_cycles))
+        self.n_warmup_, self.thin_, self.n_samples_ = n_warmup, thin, n_keep
         n_steps, step_factors, keep = schedule_plan(
             self.schedule, n_warmup=n_warmup, n_samples=n_keep, thin=thin,
             n_cycles=self.n_cycles, exploration_fraction=self.exploration_fraction,
             power_t=self.power_t)
         return dict(states=states, seeds=seeds, n_warmup=n_warmup, n_keep=n_keep, thin=thin,
                     n_steps=n_steps, step_factors=step_factors, keep=keep)
+
+    def _memory_stride(self, n_keep, n_params, stored):
+        """1, or the thinning that keeps ``n_keep`` more float32 draws per
+        chain (after ``stored`` ones) within ``draws_memory_limit``, with a
+        warning that says so (as the linear estimators')."""
+        per_draw = int(self.n_chains) * int(n_params) * np.dtype(np.float32).itemsize
+        budget = resolve_budget(self.draws_memory_limit)
+        capacity = max(MIN_STORED, (budget - stored * per_draw) // max(per_draw, 1))
+        if n_keep <= capacity:
+            return 1
+        stride = -(-n_keep // capacity)
+        warnings.warn(
+            f"The {n_keep} draws per chain of {n_params:,} weights ({self.n_chains} chains) "
+            f"would need {n_keep * per_draw / (1 << 30):.2f} GiB, more than "
+            f"draws_memory_limit={self.draws_memory_limit!r} allows "
+            f"({budget / (1 << 30):.2f} GiB): every {stride}-th is stored "
+            f"({-(-n_keep // stride)} per chain, thin_ {stride} times thin), for a run of "
+            "the same length. To store more, raise draws_memory_limit or ask for fewer "
+            "draws (n_samples) with a larger thin.", UserWarning, stacklevel=5)
+        return stride
 
     def _run_chains(self, backend, torch, net, tensors, params, run, device, dtype,
                     continuing):
