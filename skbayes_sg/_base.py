@@ -349,6 +349,7 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
             self._discard_posterior(keep_chains=continuing)
             note_interrupt(exc, type(self).__name__, continuing)
             raise
+        self._warn_if_batch_near_full(ctx, setup)
         pool = ChainPool(X, y, self._chain_spec(ctx, glm, setup, sample_weight), states,
                          n_jobs=self.n_jobs, t_start=t_start)
         plan = plan_rounds(self._setup_policy().p, ctx, setup, continuing)

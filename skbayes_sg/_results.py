@@ -17,6 +17,11 @@ from ._sampling._metric import Metric
 from ._setup import STEP_ERROR_WARN
 from .diagnostics._advice import duration_words
 
+#: an automatic minibatch above this fraction of the rows is said to cost
+#: nearly a full gradient (uniform subsampling on 50,000 well-determined rows
+#: chose 89-97% of them)
+BATCH_NEAR_FULL = 0.5
+
 
 class FitResultsMixin:
     """The storage and the warnings of :class:`~._base.BaseSGMCMC`'s fits."""
@@ -61,7 +66,8 @@ class FitResultsMixin:
             self.friction_ = float(setup.sampler_config["friction"])
         elif hasattr(self, "friction_"):
             del self.friction_  # left by an earlier fit with momentum
-        self.batch_size_ = setup.batch_size
+        # the rows a gradient read: every row with exact gradients
+        self.batch_size_ = setup.batch_size if setup.subsampling != "full" else int(ctx.n)
         self.n_warmup_ = int(outcome.n_warmup)
         self.n_samples_ = int(n_kept)
         self.thin_ = int(plan.thin) * int(outcome.storage_stride)
@@ -220,6 +226,25 @@ class FitResultsMixin:
         self.intercept_samples_ = intercept
         self.coef_, self.coef_std_ = coef_mean, coef_sd
         self.intercept_, self.intercept_std_ = icpt_mean, icpt_sd
+
+    def _warn_if_batch_near_full(self, ctx, setup):
+        """Before the chains run: an automatic minibatch of more than
+        ``BATCH_NEAR_FULL`` of the rows costs nearly a full gradient a step
+        without exact gradients' Metropolis correction; say so, and what
+        costs less."""
+        if (self.batch_size != "auto" or setup.subsampling == "full"
+                or setup.batch_size <= BATCH_NEAR_FULL * ctx.n):
+            return
+        warnings.warn(
+            f"subsampling={setup.subsampling!r} with batch_size='auto' reads "
+            f"{setup.batch_size:,} of the {ctx.n:,} rows a step "
+            f"({100 * setup.batch_size / ctx.n:.0f}%): its gradient noise needs that "
+            "minibatch to keep the posterior variances within 4%, so a step costs nearly "
+            "a full data pass, without the Metropolis correction exact gradients get. "
+            "subsampling='auto' (control variates at the mode, whose noise is far "
+            "smaller, or exact gradients where a pass is cheap), 'cv-preferential' or "
+            "'full' cost less; or pass a batch_size of your own.",
+            UserWarning, stacklevel=4)
 
     def _warn_if_thinned_for_memory(self):
         """Say so when the memory budget made the store keep fewer draws."""

@@ -282,7 +282,8 @@ _DOC_ATTRS = """
     friction_ : float
         The friction used (samplers with momentum).
     batch_size_ : int
-        The minibatch size used.
+        The minibatch size used (the number of rows with
+        ``subsampling_ == "full"``: every gradient reads them all).
     n_warmup_, n_samples_, thin_ : int
         Warm-up steps, stored draws and thinning per chain (``thin_`` includes
         the thinning the memory budget imposed, ``draws_memory_limit``).
