@@ -172,6 +172,16 @@ def add_arguments(parser):
                              "numeric features)")
     source.add_argument("--libsvm", action="store_true",
                         help="DATA is in the libsvm/svmlight format (sparse)")
+    parser.add_argument("--zero-based", choices=("auto", "yes", "no"), default="auto",
+                        dest="zero_based",
+                        help="--libsvm: whether the file's feature indices start at 0 "
+                             "(default: auto, scikit-learn's guess: one-based unless an "
+                             "index 0 appears, so a zero-based file whose column 0 is "
+                             "empty is read one column short)")
+    parser.add_argument("--n-features", type=int, default=None, dest="n_features",
+                        metavar="D",
+                        help="--libsvm: the number of features (default: the largest "
+                             "index in the file)")
     parser.add_argument("--model", choices=sorted(MODELS), required=True,
                         help="logistic: SGMCMCLogisticRegression (binary or multinomial); "
                              "ridge: SGMCMCRidge; poisson: SGMCMCPoissonRegressor (counts, "
@@ -533,6 +543,8 @@ def run(args):
     try:
         fit_file(
             args.data, target=args.target, libsvm=args.libsvm, model=args.model,
+            zero_based={"yes": True, "no": False}.get(args.zero_based, "auto"),
+            n_features=args.n_features,
             out=args.out, test_size=args.test_size, standardize=args.standardize,
             estimator_params=estimator_params(args), seed=args.seed, stdout=sys.stdout,
             stderr=sys.stderr)
@@ -670,20 +682,32 @@ def _check_finite(X, y, names, target, path):
                         f"of {path}.")
 
 
-def load_libsvm(path):
-    """Read a libsvm/svmlight file as CSR float64 ``X``, ``y`` and names ``x0, ...``."""
+def load_libsvm(path, zero_based="auto", n_features=None):
+    """Read a libsvm/svmlight file as CSR float64 ``X``, ``y`` and names ``x0, ...``.
+
+    ``zero_based`` (True, False or "auto": one-based unless an index 0
+    appears) and ``n_features`` (None: the largest index) are those of
+    :func:`sklearn.datasets.load_svmlight_file`."""
     from sklearn.datasets import load_svmlight_file
 
+    if n_features is not None and int(n_features) < 1:
+        raise DataError(f"--n-features must be a positive number of features; got "
+                        f"{n_features}.")
     try:
-        X, y = load_svmlight_file(str(path), dtype=np.float64)
+        X, y = load_svmlight_file(str(path), dtype=np.float64, zero_based=zero_based,
+                                  n_features=n_features)
     except ValueError as exc:
-        raise DataError(f"{path} is not a valid libsvm file: {exc}") from exc
+        hint = ""
+        if n_features is not None and "n_features" in str(exc):
+            hint = " (--n-features is smaller than the file's largest feature index)"
+        raise DataError(f"{path} is not a valid libsvm file{hint}: {exc}") from exc
     return sp.csr_matrix(X), y, [f"x{j}" for j in range(X.shape[1])]
 
 
 # ------------------------------------------------------------------------- fit
 def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, test_size=0.2,
-             standardize=False, estimator_params=None, seed=0, stdout=None, stderr=None):
+             standardize=False, estimator_params=None, seed=0, stdout=None, stderr=None,
+             zero_based="auto", n_features=None):
     """Load ``data``, fit, print the report and save the draws.
 
     Parameters
@@ -713,6 +737,12 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
     stderr : file-like or None, default=None
         Where the warning about unscaled features goes (None:
         ``sys.stderr``).
+    zero_based : bool or "auto", default="auto"
+        libsvm: whether the feature indices start at 0 ("auto": one-based
+        unless an index 0 appears, as
+        :func:`sklearn.datasets.load_svmlight_file`).
+    n_features : int or None, default=None
+        libsvm: the number of features (None: the largest index).
 
     Returns
     -------
@@ -723,7 +753,8 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
     """
     say = _printer(stdout)
     network, spec, engine = _check_request(model, out, test_size)
-    X, y, names = _load_rows(data, target, libsvm, model, spec, say)
+    X, y, names = _load_rows(data, target, libsvm, model, spec, say,
+                             libsvm_options=dict(zero_based=zero_based, n_features=n_features))
     rows = _split_and_scale(X, y, names, model, spec, test_size, seed, standardize, stderr)
     est = _make_estimator(model, estimator_params, network)
     _say_estimator(est, rows, network, standardize, say)
@@ -776,11 +807,11 @@ def _check_request(model, out, test_size):
     return network, spec, engine
 
 
-def _load_rows(data, target, libsvm, model, spec, say):
+def _load_rows(data, target, libsvm, model, spec, say, libsvm_options=None):
     """``(X, y, feature names)`` of the file, the targets checked by the
     model, and the network's rows dense; says what was read."""
     if libsvm:
-        X, y, names = load_libsvm(data)
+        X, y, names = load_libsvm(data, **(libsvm_options or {}))
     else:
         if target is None:
             raise DataError("a CSV file needs --target COL (or pass --libsvm).")

@@ -607,3 +607,41 @@ def test_unscaled_rule_dense_and_sparse_without_densifying(monkeypatch):
             sp.csr_matrix(data), cols)
         assert (expected in dense) and (expected in sparse)
         assert bool(dense) == bool(expected) == bool(sparse)
+
+
+def test_libsvm_zero_based_and_n_features(tmp_path, capsys):
+    """A zero-based file whose column 0 is empty is read one column short by
+    scikit-learn's zero_based="auto" (63 features of 64 before): --zero-based
+    yes reads it as written, --n-features gives the width."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(120, 64))
+    X[:, 0] = 0.0                                        # column 0 empty
+    X[:, -1] = 0.0                                       # and the last one
+    y = (X[:, 1] + rng.logistic(size=120) > 0).astype(int)
+    path = tmp_path / "zero.svm"
+    dump_svmlight_file(X, y, str(path), zero_based=True)
+    status, text, err = _run([path, "--libsvm", "--model", "logistic", *SHORT], capsys)
+    assert status == 0, err
+    assert "(120 rows x 62 features, CSR)" in text       # auto: one-based, 2 short
+    status, text, err = _run([path, "--libsvm", "--zero-based", "yes", "--model",
+                              "logistic", *SHORT], capsys)
+    assert status == 0, err
+    assert "(120 rows x 63 features, CSR)" in text
+    status, text, err = _run([path, "--libsvm", "--zero-based", "yes", "--n-features", "64",
+                              "--model", "logistic", *SHORT], capsys)
+    assert status == 0, err
+    assert "(120 rows x 64 features, CSR)" in text
+    status, _, err = _run([path, "--libsvm", "--zero-based", "yes", "--n-features", "10",
+                           "--model", "logistic", *SHORT], capsys)
+    assert status == 2 and "--n-features is smaller" in err
+
+
+def test_the_report_gives_the_batch_used(tmp_path, capsys):
+    """An exact-gradient fit reads every training row a step: the report says
+    so (it printed "batch 100")."""
+    X, y = _classification_rows(seed=6)
+    path = _write_csv(tmp_path / "t.csv", X, y, ["a", "b", "c"])
+    status, text, err = _run([path, "--target", "label", "--model", "logistic",
+                              "--subsampling", "full", "--test-size", "0.25", *SHORT], capsys)
+    assert status == 0, err
+    assert "batch 180" in text
