@@ -21,7 +21,8 @@ COMMANDS = {
              "held-out metrics, posterior summaries and costs"),
     "fit": ("skbayes_sg._cli_fit",
             "fit an estimator on a CSV or libsvm file; print the posterior summary, "
-            "convergence check and held-out metrics; save the draws (.npz)"),
+            "convergence check and held-out metrics; save the draws (.npz, or .nc: "
+            "ArviZ netCDF)"),
 }
 
 
