@@ -645,3 +645,19 @@ def test_the_report_gives_the_batch_used(tmp_path, capsys):
                               "--subsampling", "full", "--test-size", "0.25", *SHORT], capsys)
     assert status == 0, err
     assert "batch 180" in text
+
+
+def test_the_words_about_outputs_and_the_network_trace_are_current():
+    """``fit --help`` names both outputs (it said ".npz" only), and the CLI
+    page gives the network's trace rows as the estimator has them (it said
+    2,000 where the code keeps 1,000)."""
+    from pathlib import Path
+
+    from skbayes_sg.__main__ import build_parser
+    from skbayes_sg.neural_network._mlp import DIAGNOSTIC_ROWS
+    parser = build_parser()
+    fit = parser._subparsers._group_actions[0].choices["fit"]
+    assert ".nc" in fit.description and ".npz" in fit.description
+    page = (Path(__file__).resolve().parents[1] / "doc" / "cli.rst").read_text()
+    page = " ".join(page.split())
+    assert f"(up to {DIAGNOSTIC_ROWS:,} of) the training rows" in page
