@@ -7,13 +7,25 @@ it was.  This test pins the draws of short fits on fixed seeds for every
 metric and the lazy sparse path to a fixture recorded before such a move
 (``tests/data/draws_fixture.npz``).
 
-The comparison is to 1e-9 relative: floating point that is reordered by a
-different BLAS kernel on another CPU (the mode, the Laplace factor) moves
-the last bits, and these chains are contracting, so such noise stays at
-that level, while any change to an update, a coefficient, a random stream
-or a default moves the draws by far more.  On the machine that recorded the
-fixture the draws are bit-identical; ``SKBAYES_SG_BITWISE=1`` asserts
-that (what a refactor checks before it lands).
+The comparison is to ``1e-7`` of the case's largest value: floating point
+that is reordered by a different BLAS kernel on another CPU (the mode, the
+Laplace factor) moves the last bits, and these chains are contracting, so
+such noise stays small, while any change to an update, a coefficient, a
+random stream or a default moves the draws by far more.  Measured under five
+OpenBLAS kernels (Haswell, Prescott, Nehalem, Sandybridge, Zen, on one AMD
+EPYC): every case within 5e-14 of its scale but the two ridge fits, whose
+evidence search stops within 6.4e-9 (the tolerance is 15 times that; the
+earlier 1e-9 relative failed ``ridge/auto/auto`` on a fresh machine).
+
+One case, ``LAST_BITS_DECIDE``, is not contracting: pSGLD with EWSG over
+control variates takes discrete Metropolis decisions on the index chain that
+the last bits of the mode flip (its draws match the fixture under one kernel
+and differ by 0.6 under the four others; so do seeds 1, 2, 4 and 5).  Away
+from the recording machine it pins what is decided before the chains run
+(the step) and that the draws are finite; pSGLD and EWSG-CV are each pinned
+tightly in every other combination.  On the machine that recorded the
+fixture the draws are bit-identical; ``SKBAYES_SG_BITWISE=1`` asserts that,
+for every case (what a refactor checks before it lands).
 
 Recording (only when the draws are *meant* to change, and say so in the
 commit)::
@@ -34,7 +46,10 @@ from skbayes_sg._sampling._registry import SAMPLERS, SUBSAMPLINGS
 
 FIXTURE = Path(__file__).parent / "data" / "draws_fixture.npz"
 BITWISE = os.environ.get("SKBAYES_SG_BITWISE") == "1"
-RTOL, ATOL = 1e-9, 1e-12
+#: the tolerance, relative to the case's largest value (see the docstring)
+SCALED_TOL = 1e-7
+#: cases whose trajectory discrete decisions on the last bits change (docstring)
+LAST_BITS_DECIDE = {"logistic/psgld/ewsg-cv"}
 #: values pinned per fit at most
 MAX_PINNED = 2000
 
@@ -156,8 +171,12 @@ def test_the_draws_are_unchanged(name):
     assert got.shape == expected.shape
     if BITWISE:
         np.testing.assert_array_equal(got, expected)
-    else:
-        np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
+        return
+    tol = SCALED_TOL * float(np.max(np.abs(expected)))
+    if name in LAST_BITS_DECIDE:
+        assert np.all(np.isfinite(got))
+        got, expected = got[-1:], expected[-1:]     # the step (the draws' last value)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=tol)
 
 
 if __name__ == "__main__":
