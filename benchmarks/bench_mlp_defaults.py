@@ -12,8 +12,11 @@ For each data set, in the same run and on the same machine:
   ``SWEEP`` below; each is the defaults plus the keywords shown).
 
 Printed per method: test log-loss, accuracy, expected calibration error (15
-bins, :func:`skbayes_sg.diagnostics.expected_calibration_error`), mean
-predictive entropy and the wall time of ``fit`` (seconds). With several
+bins, :func:`skbayes_sg.diagnostics.expected_calibration_error`), the Brier
+score (mean over rows of the squared distance between the probability
+vector and the one-hot label), mean predictive entropy, the wall time of
+``fit`` (seconds) and whether the fit warned (``MCMCConvergenceWarning``).
+With ``--select``, also the route ``SELECT_GRID`` describes. With several
 ``--seeds`` each row is the mean over them (the split stays fixed: the seed
 is that of the methods).
 
@@ -30,6 +33,8 @@ outliers of 20-85 standard deviations):
 - ``cancer``: ``load_breast_cancer``, the same split protocol: 398 rows;
 - ``synthetic``: ``make_classification(20000, 20 features, 10 informative,
   3 classes, flip_y=0.02, class_sep=1.0, random_state=0)``, 70/30;
+  ``synthetic-5k``: issue 40's, ``make_classification(5000, 20 features,
+  random_state=0)`` (two classes), 70/30;
 - ``australian``: LIBSVM australian (690 rows, 14 features), 70/30;
 - ``a9a``: LIBSVM a9a (UCI Adult), 32,561 training rows, the official 16,281
   test rows, 123 binary features (dense here).
@@ -86,7 +91,21 @@ SWEEP = {
     "sghmc": dict(sampler="sghmc"),
     "T=0.1 (tempered)": dict(temperature=0.1),            # temperature, a choice
     "T=0.01 (tempered)": dict(temperature=0.01),
+    # issue 40: prior and temperature chosen together (a colder posterior
+    # sharpens toward the MAP of its prior, so the prior must widen with it),
+    # and more chains for more basins
+    "s=8, T=0.03": dict(prior_scale=8.0, temperature=0.03),
+    "s=12, T=0.1": dict(prior_scale=12.0, temperature=0.1),
+    "s=12, T=0.01": dict(prior_scale=12.0, temperature=0.01),
+    "s=20, T=0.01": dict(prior_scale=20.0, temperature=0.01),
+    "s=12, T=0.01, 8 chains": dict(prior_scale=12.0, temperature=0.01, n_chains=8),
 }
+
+#: issue 40's route "chosen from the data": these (prior_scale, temperature)
+#: candidates are fitted on 80% of the training rows, the one with the best
+#: log-loss on the other 20% is refitted on all of them (its wall time counts
+#: every fit)
+SELECT_GRID = [(4.0, 1.0), (12.0, 0.1), (12.0, 0.01), (20.0, 0.01)]
 
 
 #: fit the StandardScaler on all rows ("all", as issue 26 measured: its
@@ -117,6 +136,8 @@ def load(name):
         X, y = make_classification(20000, n_features=20, n_informative=10, n_redundant=4,
                                    n_classes=3, flip_y=0.02, class_sep=1.0, random_state=0)
         return _split(X, y)
+    if name == "synthetic-5k":
+        return _split(*make_classification(5000, n_features=20, random_state=0))
     from _common import data_dir, load_a9a
     if name == "australian":
         from sklearn.datasets import load_svmlight_file
@@ -134,8 +155,10 @@ def load(name):
 def _scores(proba, classes, y):
     proba = np.clip(proba, 1e-15, None)
     proba /= proba.sum(axis=1, keepdims=True)
+    onehot = (np.asarray(y)[:, None] == classes[None, :]).astype(float)
     return dict(log_loss=log_loss(y, proba, labels=classes),
                 accuracy=accuracy_score(y, classes[proba.argmax(axis=1)]),
+                brier=float(np.mean(np.sum((proba - onehot) ** 2, axis=1))),
                 ece=expected_calibration_error(y, proba, classes=classes),
                 entropy=float(predictive_entropy(proba).mean()))
 
@@ -143,12 +166,38 @@ def _scores(proba, classes, y):
 def run_ours(data, seed, **kw):
     Xtr, Xte, ytr, yte = data
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MCMCConvergenceWarning)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", MCMCConvergenceWarning)
         clf = SGMCMCMLPClassifier(hidden_layer_sizes=(100,), random_state=seed, **kw)
         clf.fit(Xtr, ytr)
     wall = time.perf_counter() - t0
-    return dict(_scores(clf.predict_proba(Xte), clf.classes_, yte), wall=wall)
+    warned = any(issubclass(w.category, MCMCConvergenceWarning) for w in caught)
+    return dict(_scores(clf.predict_proba(Xte), clf.classes_, yte), wall=wall,
+                warns=float(warned))
+
+
+def run_selected(data, seed):
+    """Issue 40's route "chosen from the data": every ``SELECT_GRID``
+    candidate fitted on 80% of the training rows (stratified), scored by
+    log-loss on the other 20%; the best refitted on all rows. The wall time
+    is every fit's."""
+    Xtr, Xte, ytr, yte = data
+    t0 = time.perf_counter()
+    Xa, Xv, ya, yv = train_test_split(Xtr, ytr, test_size=0.2, stratify=ytr,
+                                      random_state=seed)
+    scores = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCMCConvergenceWarning)
+        for scale, T in SELECT_GRID:
+            clf = SGMCMCMLPClassifier(hidden_layer_sizes=(100,), random_state=seed,
+                                      prior_scale=scale, temperature=T).fit(Xa, ya)
+            scores.append(log_loss(yv, clf.predict_proba(Xv), labels=clf.classes_))
+    scale, T = SELECT_GRID[int(np.argmin(scores))]
+    result = run_ours(data, seed, prior_scale=scale, temperature=T)
+    result["wall"] = time.perf_counter() - t0
+    print(f"    (selected prior_scale={scale:g}, temperature={T:g}; validation log-loss "
+          + ", ".join(f"{v:.4f}" for v in scores) + ")", flush=True)
+    return result
 
 
 def _mlp(seed):
@@ -162,7 +211,7 @@ def run_mlp(data, seed):
         warnings.simplefilter("ignore", ConvergenceWarning)
         m = _mlp(seed).fit(Xtr, ytr)
     wall = time.perf_counter() - t0
-    return dict(_scores(m.predict_proba(Xte), m.classes_, yte), wall=wall)
+    return dict(_scores(m.predict_proba(Xte), m.classes_, yte), wall=wall, warns=0.0)
 
 
 def run_ensemble(data, seed, k=5):
@@ -175,7 +224,7 @@ def run_ensemble(data, seed, k=5):
             members.append(_mlp(s).fit(Xtr, ytr))
     wall = time.perf_counter() - t0
     proba = np.mean([m.predict_proba(Xte) for m in members], axis=0)
-    return dict(_scores(proba, members[0].classes_, yte), wall=wall)
+    return dict(_scores(proba, members[0].classes_, yte), wall=wall, warns=0.0)
 
 
 def _row(label, results):
@@ -183,8 +232,8 @@ def _row(label, results):
     spread = (f"  (log-loss sd over seeds {np.std([r['log_loss'] for r in results]):.4f})"
               if len(results) > 1 else "")
     print(f"  {label:<26} {mean['log_loss']:8.4f} {mean['accuracy']:8.4f} "
-          f"{mean['ece']:7.4f} {mean['entropy']:8.4f} {mean['wall']:8.2f}{spread}",
-          flush=True)
+          f"{mean['ece']:7.4f} {mean['brier']:7.4f} {mean['entropy']:8.4f} "
+          f"{mean['wall']:8.2f} {mean['warns']:5.0%}{spread}", flush=True)
     return mean
 
 
@@ -192,7 +241,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", nargs="+", default=["digits"],
                         choices=["digits", "digits-train-scaled", "cancer", "synthetic",
-                                 "australian", "a9a"])
+                                 "synthetic-5k", "australian", "a9a"])
     parser.add_argument("--scale-on", choices=["all", "train"], default="all",
                         help="rows the StandardScaler is fitted on (default: all, as "
                              "issue 26 measured)")
@@ -201,6 +250,8 @@ def main(argv=None):
                         help="also run the candidate settings of SWEEP")
     parser.add_argument("--only", nargs="*", default=None,
                         help="with --sweep: run only these SWEEP entries")
+    parser.add_argument("--select", action="store_true",
+                        help="also the route of SELECT_GRID (chosen on held-out rows)")
     args = parser.parse_args(argv)
     SCALE_ON["value"] = args.scale_on
     for name in args.data:
@@ -208,11 +259,13 @@ def main(argv=None):
         print(f"\n{name}: {data[0].shape[0]} training rows, {data[1].shape[0]} test rows, "
               f"{data[0].shape[1]} features, {len(np.unique(data[2]))} classes; "
               f"seeds {args.seeds}")
-        print(f"  {'method':<26} {'log-loss':>8} {'accuracy':>8} {'ECE':>7} "
-              f"{'entropy':>8} {'wall s':>8}")
+        print(f"  {'method':<26} {'log-loss':>8} {'accuracy':>8} {'ECE':>7} {'Brier':>7} "
+              f"{'entropy':>8} {'wall s':>8} {'warns':>5}")
         _row("SGMCMCMLPClassifier", [run_ours(data, s) for s in args.seeds])
         _row("MLPClassifier", [run_mlp(data, s) for s in args.seeds])
         _row("deep ensemble (5 MLPs)", [run_ensemble(data, s) for s in args.seeds])
+        if args.select:
+            _row("chosen on held-out rows", [run_selected(data, s) for s in args.seeds])
         if args.sweep:
             for label, kw in SWEEP.items():
                 if args.only and label not in args.only:
