@@ -201,3 +201,17 @@ def test_loo_of_the_estimator_is_loo_of_its_export(short_fit, iris):
     assert len(table) == 2
     with pytest.raises(ValueError, match="labels not in classes_"):
         loo(est, X[:5], np.array([9, 9, 9, 9, 9]))
+
+
+def test_model_average_error_reads_the_network(short_fit, iris):
+    """The network's draws through ``model_average_error``: its log-loss is
+    that of ``predict_proba``, one piece per chain."""
+    from skbayes_sg.diagnostics import model_average_error
+
+    est, _ = short_fit
+    X, y = iris
+    result = model_average_error(est, X, y)
+    p = est.predict_proba(X)[np.arange(len(y)), np.searchsorted(est.classes_, y)]
+    assert result.log_loss == pytest.approx(-np.mean(np.log(p)), rel=1e-5)
+    assert result.n_pieces == est.coef_samples_.shape[0]
+    assert np.isfinite(result.bias) and result.se >= 0.0

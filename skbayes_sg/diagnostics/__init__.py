@@ -6,8 +6,10 @@ from ._convergence import (
     MCMCConvergenceWarning, SummaryTable, ess, rhat, summary)
 from ._ksd import ksd, ksd_from_estimator
 from ._loo import LOOResult, LOOWarning, compare, loo, psislw
+from ._model_average import ModelAverageError, model_average_error
 
 __all__ = ["ksd", "ksd_from_estimator", "ess", "rhat", "summary", "check_convergence",
            "to_inference_data", "MCMCConvergenceWarning", "SummaryTable",
            "loo", "compare", "psislw", "LOOResult", "LOOWarning",
-           "expected_calibration_error", "predictive_entropy"]
+           "expected_calibration_error", "predictive_entropy",
+           "model_average_error", "ModelAverageError"]
