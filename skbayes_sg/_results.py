@@ -14,6 +14,7 @@ import numpy as np
 
 from ._sampling import _error_model, _schedule
 from ._sampling._metric import Metric
+from ._sampling._registry import SUBSAMPLINGS
 from ._setup import STEP_ERROR_WARN
 from .diagnostics._advice import duration_words
 
@@ -67,7 +68,8 @@ class FitResultsMixin:
         elif hasattr(self, "friction_"):
             del self.friction_  # left by an earlier fit with momentum
         # the rows a gradient read: every row with exact gradients
-        self.batch_size_ = setup.batch_size if setup.subsampling != "full" else int(ctx.n)
+        stochastic = SUBSAMPLINGS[setup.subsampling].stochastic
+        self.batch_size_ = setup.batch_size if stochastic else int(ctx.n)
         self.n_warmup_ = int(outcome.n_warmup)
         self.n_samples_ = int(n_kept)
         self.thin_ = int(plan.thin) * int(outcome.storage_stride)
@@ -232,7 +234,7 @@ class FitResultsMixin:
         ``BATCH_NEAR_FULL`` of the rows costs nearly a full gradient a step
         without exact gradients' Metropolis correction; say so, and what
         costs less."""
-        if (self.batch_size != "auto" or setup.subsampling == "full"
+        if (self.batch_size != "auto" or not SUBSAMPLINGS[setup.subsampling].stochastic
                 or setup.batch_size <= BATCH_NEAR_FULL * ctx.n):
             return
         warnings.warn(

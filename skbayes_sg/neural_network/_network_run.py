@@ -87,12 +87,13 @@ class NetworkRunMixin:
         if n_keep <= capacity:
             return 1
         stride = -(-n_keep // capacity)
+        kept = -(-n_keep // stride)
         warnings.warn(
             f"The {n_keep} draws per chain of {n_params:,} weights ({self.n_chains} chains) "
             f"would need {n_keep * per_draw / (1 << 30):.2f} GiB, more than "
             f"draws_memory_limit={self.draws_memory_limit!r} allows "
             f"({budget / (1 << 30):.2f} GiB): every {stride}-th is stored "
-            f"({-(-n_keep // stride)} per chain, thin_ {stride} times thin), for a run of "
+            f"({kept} per chain, thin_ {stride} times thin), for a run of "
             "the same length. To store more, raise draws_memory_limit or ask for fewer "
             "draws (n_samples) with a larger thin.", UserWarning, stacklevel=5)
         return stride
