@@ -215,3 +215,11 @@ def test_model_average_error_reads_the_network(short_fit, iris):
     assert result.log_loss == pytest.approx(-np.mean(np.log(p)), rel=1e-5)
     assert result.n_pieces == est.coef_samples_.shape[0]
     assert np.isfinite(result.bias) and result.se >= 0.0
+
+
+def test_the_warning_points_to_the_prediction_check(short_fit):
+    """The weight norms' R-hat can fail while the prediction has settled:
+    the warning names the check that says which."""
+    _, caught = short_fit
+    assert caught
+    assert "model_average_error(clf, X_val, y_val)" in str(caught[0].message)
