@@ -15,7 +15,13 @@ Printed per method: test log-loss, accuracy, expected calibration error (15
 bins, :func:`skbayes_sg.diagnostics.expected_calibration_error`), the Brier
 score (mean over rows of the squared distance between the probability
 vector and the one-hot label), mean predictive entropy, the wall time of
-``fit`` (seconds) and whether the fit warned (``MCMCConvergenceWarning``).
+``fit`` (seconds), whether the fit warned (``MCMCConvergenceWarning``) and,
+for the sampled rows, the finite run's bias of the model average's test
+log-loss with its se (:func:`skbayes_sg.diagnostics.model_average_error`, a
+jackknife over the chains: what a longer run or more chains would remove).
+Under ``MLPClassifier``'s row, the ECE that a perfectly calibrated predictor
+with its confidences shows on these test rows (labels drawn from its own
+probabilities): the floor below which a smaller ECE is the luck of the rows.
 With ``--select``, also the route ``SELECT_GRID`` describes. With several
 ``--seeds`` each row is the mean over them (the split stays fixed: the seed
 is that of the methods).
@@ -213,7 +219,26 @@ def run_mlp(data, seed):
         warnings.simplefilter("ignore", ConvergenceWarning)
         m = _mlp(seed).fit(Xtr, ytr)
     wall = time.perf_counter() - t0
-    return dict(_scores(m.predict_proba(Xte), m.classes_, yte), wall=wall, warns=0.0)
+    proba = m.predict_proba(Xte)
+    low, mean, high = calibrated_ece(proba, m.classes_, seed)
+    print(f"    (MLPClassifier's confidences, labels drawn from them -- calibrated by "
+          f"construction: ECE {mean:.4f}, 5-95% {low:.4f}-{high:.4f} on {len(yte)} rows)",
+          flush=True)
+    return dict(_scores(proba, m.classes_, yte), wall=wall, warns=0.0)
+
+
+def calibrated_ece(proba, classes, seed, n_draws=200):
+    """The ECE a perfectly calibrated predictor shows on these rows: labels
+    drawn from ``proba`` itself, ``n_draws`` times; (5%, mean, 95%). An ECE
+    below this is luck of the test rows, not better calibration."""
+    rng = np.random.default_rng(seed)
+    cumulative = np.cumsum(proba, axis=1)
+    values = []
+    for _ in range(n_draws):
+        u = rng.random(len(proba))[:, None]
+        labels = classes[np.minimum((cumulative < u).sum(axis=1), len(classes) - 1)]
+        values.append(expected_calibration_error(labels, proba, classes=classes))
+    return float(np.quantile(values, 0.05)), float(np.mean(values)), float(np.quantile(values, 0.95))
 
 
 def run_ensemble(data, seed, k=5):
