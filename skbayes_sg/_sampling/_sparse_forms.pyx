@@ -74,8 +74,15 @@ def row_forms(const index_t[::1] indptr, const index_t[::1] indices, const doubl
                     for a in range(lo, hi):
                         ca = indices[a]
                         va = data[a]
-                        for b in range(lo, hi):
-                            q = q + va * data[b] * S[ok + ca, oj + indices[b]]
+                        if j == k:
+                            # a symmetric block (S is a covariance): each pair
+                            # once, half the gathers from S
+                            q = q + va * va * S[ok + ca, ok + ca]
+                            for b in range(a + 1, hi):
+                                q = q + 2.0 * va * data[b] * S[ok + ca, ok + indices[b]]
+                        else:
+                            for b in range(lo, hi):
+                                q = q + va * data[b] * S[ok + ca, oj + indices[b]]
                         if fit_intercept:
                             # the constant column: x_a 1 (S[a, c1] + S[c1, a])
                             q = q + va * (S[ok + ca, oj + c1] + S[ok + c1, oj + ca])
