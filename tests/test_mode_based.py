@@ -414,9 +414,10 @@ def test_n_grad_evals_accounting(name):
     """n_grad_evals_ = mode search + set-up passes + every minibatch.
 
     Set-up with a float step size and a given V*: the Newton mode search
-    (``FitContext.mode``: one pass per evaluation, each with its Hessian), one
-    pass for the residuals at the mode, and for CV-PS one more (the per-datum
-    trace weights; the Laplace covariance is the mode search's last Hessian).  With n_warmup = 0 the chains' cost is
+    (``FitContext.mode``: one pass per evaluation, each with its Hessian; its
+    last evaluation, at the mode, leaves the residuals there), and for CV-PS
+    one more pass (the per-datum trace weights; the Laplace covariance is the
+    mode search's last Hessian).  With n_warmup = 0 the chains' cost is
     exactly the sum of ``batch_sizes_``; warm-up sizes are spent but not
     recorded.  The pilot rule adds ``pilot_steps * batch_size`` plus whole
     passes for the pilot's automatic step size.
@@ -427,9 +428,9 @@ def test_n_grad_evals_accounting(name):
     ctx.mode()
     mode_cost = ctx.n_grad_evals
     assert mode_cost > 0 and mode_cost % n == 0
-    # residuals at the mode, and for CV-PS the trace weights (the Laplace
-    # covariance comes from the Hessian the mode search left at the mode)
-    setup = mode_cost + n + (n if name.endswith("preferential") else 0)
+    # for CV-PS the trace weights (the residuals and the Laplace covariance
+    # come from the mode search's last evaluation, at the mode)
+    setup = mode_cost + (n if name.endswith("preferential") else 0)
     common = dict(subsampling=name, batch_size=b, step_size=2e-3, n_chains=2, alpha=0.7,
                   random_state=0)
     est = SGMCMCLogisticRegression(**CLASSIC, pv_threshold=2e4, n_warmup=0, n_samples=100,
@@ -460,7 +461,9 @@ def test_fixed_size_n_grad_evals():
     n, b = len(y), 7
     ctx = FitContext(X, y.astype(float), GLM(LOGISTIC, 1), 1.0, True, b)
     ctx.mode()
-    for name, extra in [("cv", n), ("preferential", n), ("cv-preferential", 2 * n)]:
+    # the residuals at the mode come with the mode search's last pass; CV-PS's
+    # trace weights cost one more
+    for name, extra in [("cv", 0), ("preferential", 0), ("cv-preferential", n)]:
         est = SGMCMCLogisticRegression(**CLASSIC, subsampling=name, batch_size=b, step_size=1e-3,
                                        n_warmup=10, n_samples=20, n_chains=3,
                                        random_state=0).fit(X, y)

@@ -106,3 +106,33 @@ def test_sparse_rows_take_the_lazy_path_in_the_identity_metric():
     est = SGMCMCLogisticRegression(metric="identity", batch_size=10, random_state=0)
     setup = est._setup_policy().resolve(_context(est, X, y))
     assert setup.lazy and setup.sampler == "sgld"
+
+
+def test_the_mode_search_of_many_rows_starts_at_a_subsample_mode(monkeypatch):
+    """From SUBSAMPLE_MODE_MIN_ROWS rows the dense Newton search starts at the
+    mode of every 32nd row: the same mode (each search stops within
+    MODE_TOL_SD posterior sds of it) for fewer passes over all rows."""
+    from skbayes_sg._sampling import _context
+    from skbayes_sg._sampling._glm import GLM, LOGISTIC
+    from skbayes_sg._sampling._row_algebra import MODE_TOL_SD
+
+    rng = np.random.default_rng(0)
+    n, d = _context.SUBSAMPLE_MODE_MIN_ROWS, 5
+    X = rng.standard_normal((n, d))
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-X @ rng.standard_normal(d)))).astype(float)
+
+    def search():
+        ctx = _context.FitContext(X, y, GLM(LOGISTIC, 1), 1.0, True, 10)
+        return ctx.mode(), ctx.n_grad_evals / n, ctx
+
+    started, passes, ctx = search()
+    sd = np.sqrt(np.diag(np.linalg.inv(ctx._cache["hessian_mode"])))
+    monkeypatch.setattr(_context, "SUBSAMPLE_MODE_MIN_ROWS", n + 1)
+    from_zero, passes_from_zero, _ = search()
+    assert np.max(np.abs(started - from_zero) / sd) < 2 * MODE_TOL_SD
+    assert passes < passes_from_zero - 1
+    # the residuals at the mode are the last Newton pass's: no pass more
+    before = ctx.n_grad_evals
+    R, _ = ctx.residuals(started)
+    assert ctx.n_grad_evals == before
+    assert np.allclose(R[:, 0], 1.0 / (1.0 + np.exp(-(X @ started[:d] + started[d]))) - y)

@@ -19,6 +19,10 @@ MAX_DENSE_LAPLACE = 4000
 # that meets it is still taken, so the error left is about its square
 MODE_TOL_SD = 0.01
 MAX_NEWTON_ITER = 100
+#: rows from which the dense Newton search starts at the mode of a subsample
+#: (every SUBSAMPLE_MODE_STRIDE-th row): 5-6 passes from 0 become 2-3
+SUBSAMPLE_MODE_MIN_ROWS = 200_000
+SUBSAMPLE_MODE_STRIDE = 32
 # a dense Gram ``X^T W X`` of CSR rows costs sum_i nnz_i^2 products against
 # sum_i nnz_i for a pass (and each of its products is several times dearer):
 # above this ratio the mode search takes Hessian-vector products (passes) and
