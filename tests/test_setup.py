@@ -136,3 +136,21 @@ def test_the_mode_search_of_many_rows_starts_at_a_subsample_mode(monkeypatch):
     R, _ = ctx.residuals(started)
     assert ctx.n_grad_evals == before
     assert np.allclose(R[:, 0], 1.0 / (1.0 + np.exp(-(X @ started[:d] + started[d]))) - y)
+
+
+def test_a_quadratic_model_skips_the_subsample_start():
+    """Ridge's potential is quadratic: Newton's first step from 0 lands on
+    the mode, so the subsample's mode would cost passes and save none (3.09
+    passes against 3.00 on 250,000 rows)."""
+    from skbayes_sg._sampling import _context
+    from skbayes_sg._sampling._glm import GAUSSIAN
+
+    rng = np.random.default_rng(1)
+    n, d = _context.SUBSAMPLE_MODE_MIN_ROWS, 5
+    X = rng.standard_normal((n, d))
+    y = X @ rng.standard_normal(d) + rng.standard_normal(n)
+    ctx = _context.FitContext(X, y, GLM(GAUSSIAN, 1), 1.0, True, 10)
+    ctx.mode()
+    assert ctx.n_grad_evals % n == 0    # whole passes only: no subsample
+    assert "mode_start" not in ctx._cache
+

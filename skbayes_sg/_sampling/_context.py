@@ -386,13 +386,16 @@ class FitContext(CurvatureMixin, RowNoiseMixin):
     def _newton_dense(self):
         """Each iteration: one pass for U, the gradient and the Hessian at the
         new point (shared by the line search's first, usually accepted, trial).
-        From ``SUBSAMPLE_MODE_MIN_ROWS`` rows on, and without a given start,
-        the search starts at the mode of every ``SUBSAMPLE_MODE_STRIDE``-th
-        row (:meth:`_subsample_mode`): a few sds from the mode, where Newton's
-        steps on all rows converge in two or three passes instead of five or
-        six from 0; the stopping rule on all rows is unchanged."""
+        From ``SUBSAMPLE_MODE_MIN_ROWS`` rows on, without a given start and
+        for a model that is not quadratic (whose first step lands on the
+        mode from anywhere), the search starts at the mode of every
+        ``SUBSAMPLE_MODE_STRIDE``-th row (:meth:`_subsample_mode`): a few sds
+        from the mode, where Newton's steps on all rows converge in two or
+        three passes instead of five or six from 0; the stopping rule on all
+        rows is unchanged."""
         T = float(self.settings.temperature)
-        if "mode_start" not in self._cache and self.n >= SUBSAMPLE_MODE_MIN_ROWS:
+        if ("mode_start" not in self._cache and self.n >= SUBSAMPLE_MODE_MIN_ROWS
+                and not self.glm.spec.quadratic):
             self._cache["mode_start"] = self._subsample_mode()
         theta = self._mode_start()
         u, g, H = self._value_grad_hessian(theta)

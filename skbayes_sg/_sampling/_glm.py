@@ -83,6 +83,9 @@ class ModelSpec:
     #: a location-scale family: y may be standardised before the fit (the
     #: command line's --standardize) and the metrics mapped back
     standardize_target = False
+    #: phi is quadratic in z (a constant Hessian): Newton's first step from
+    #: anywhere lands on the mode, so no start point saves a pass
+    quadratic = False
 
     def resolve_params(self, params):
         """``params`` (the model's own, in the order of ``param_names``; empty
@@ -236,6 +239,7 @@ class GaussianSpec(ModelSpec):
     kind, name = GAUSSIAN, "gaussian"
     multi_target = True
     standardize_target = True
+    quadratic = True
     param_names, param_defaults = ("noise_var",), (1.0,)
 
     def kernel_params(self, params):
