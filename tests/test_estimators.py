@@ -599,9 +599,9 @@ def test_n_grad_evals_mode_counts_every_pass(monkeypatch):
     calls = []
     real = FitContext._value_grad_hessian
 
-    def counted(self, theta):
+    def counted(self, theta, hessian=True):
         calls.append(theta.copy())
-        return real(self, theta)
+        return real(self, theta, hessian)
 
     monkeypatch.setattr(FitContext, "_value_grad_hessian", counted)
     est = SGMCMCLogisticRegression(init="mode", metric="identity", sampler="sgld",

@@ -136,6 +136,81 @@ def test_the_mode_search_of_many_rows_starts_at_a_subsample_mode(monkeypatch):
     R, _ = ctx.residuals(started)
     assert ctx.n_grad_evals == before
     assert np.allclose(R[:, 0], 1.0 / (1.0 + np.exp(-(X @ started[:d] + started[d]))) - y)
+    # the curvature kept is the exact Hessian at that mode (not the chord's)
+    assert np.allclose(ctx._cache["hessian_mode"], ctx.hessian(started), rtol=1e-12, atol=0)
+
+
+def _large_logistic(seed=0, d=5):
+    from skbayes_sg._sampling import _context
+    rng = np.random.default_rng(seed)
+    n = _context.SUBSAMPLE_MODE_MIN_ROWS
+    X = rng.standard_normal((n, d))
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-X @ rng.standard_normal(d)))).astype(float)
+    return X, y
+
+
+def test_the_chord_steps_of_many_rows_take_one_gram(monkeypatch):
+    """From the subsample's mode the search steps in the subsample's Hessian
+    (passes without a Gram) and takes one Gram of all rows, at its end; a
+    start Hessian that does not contract the steps (five times too large)
+    hands over to exact Newton steps, which reach the same mode."""
+    from skbayes_sg._sampling import _context
+    from skbayes_sg._sampling._glm import GLM, LOGISTIC
+    from skbayes_sg._sampling._row_algebra import MODE_TOL_SD
+
+    X, y = _large_logistic(1)
+    n = X.shape[0]
+    grams = []
+    real_gram = _context.dense_gram
+    real_weighted = _context.FitContext.weighted_gram
+
+    def counted_gram(Xc, w, fit_intercept):
+        grams.append(Xc.shape[0])
+        return real_gram(Xc, w, fit_intercept)
+
+    def counted_weighted(self, weights):
+        grams.append(self.n)
+        return real_weighted(self, weights)
+
+    monkeypatch.setattr(_context, "dense_gram", counted_gram)
+    monkeypatch.setattr(_context.FitContext, "weighted_gram", counted_weighted)
+
+    def search():
+        grams.clear()
+        ctx = _context.FitContext(X, y, GLM(LOGISTIC, 1), 1.0, True, 10)
+        return ctx.mode(), ctx
+
+    mode, ctx = search()
+    # Grams over all rows (the Newton passes' chunks add up; the subsample's
+    # Grams are a 32nd): one, the Hessian at the mode
+    assert sum(grams) // n == 1
+    H = ctx._cache["hessian_mode"]
+    sd = np.sqrt(np.diag(np.linalg.inv(H)))
+
+    real_start = _context.FitContext._subsample_mode
+
+    def poor_start(self):
+        theta, H_start = real_start(self)
+        return theta, 5.0 * H_start
+    monkeypatch.setattr(_context.FitContext, "_subsample_mode", poor_start)
+    handed_over, ctx2 = search()
+    assert sum(grams) // n >= 2                      # exact steps: a Gram each
+    assert np.max(np.abs(handed_over - mode) / sd) < 2 * MODE_TOL_SD
+    assert np.allclose(ctx2._cache["hessian_mode"], ctx2.hessian(handed_over), rtol=1e-12)
+
+
+def test_dense_gram_is_the_gram_of_the_rows_with_the_constant():
+    from skbayes_sg._sampling._row_algebra import dense_gram, dense_times
+
+    rng = np.random.default_rng(3)
+    X, w = rng.standard_normal((40, 6)), rng.random(40)
+    A = rng.standard_normal((7, 3))
+    Xe = np.hstack([X, np.ones((40, 1))])
+    assert np.allclose(dense_gram(X, w, True), Xe.T @ (Xe * w[:, None]), rtol=1e-13)
+    assert np.allclose(dense_gram(X, w, False), X.T @ (X * w[:, None]), rtol=1e-13)
+    assert np.allclose(dense_gram(sp.csr_matrix(X), w, True), Xe.T @ (Xe * w[:, None]))
+    assert np.allclose(dense_times(X, A, True), Xe @ A, rtol=1e-13)
+    assert np.allclose(dense_times(X, A[:6], False), X @ A[:6], rtol=1e-13)
 
 
 def test_a_quadratic_model_skips_the_subsample_start():

@@ -202,16 +202,16 @@ def _text_like(n=1500, d=60, nnz=20, seed=0, classes=2):
 def test_csr_fit_densifies_no_row(monkeypatch):
     """Fits on long CSR rows (every set-up path for them: the mode, the dense
     and diagonal metrics, the noise, the identity-step check) never make a
-    dense copy of rows: ``_dense_ext`` and ``toarray`` of anything with the
-    data's rows fail."""
+    dense copy of rows: ``_dense_ext``, ``dense_gram`` and ``dense_times`` of
+    CSR blocks and ``toarray`` of anything with the data's rows fail."""
     X, y = _text_like(d=300)               # rows of 20: the pairs of non-zeros
     X3, y3 = _text_like(classes=3, seed=1)  # of 60 columns: the products
     n = X.shape[0]
-    real_dense_ext = _row_algebra._dense_ext
-
-    def no_sparse(Xc, fit_intercept):
-        assert not sp.issparse(Xc), "a CSR row block was densified"
-        return real_dense_ext(Xc, fit_intercept)
+    def no_sparse(real):
+        def dense_only(Xc, *args):
+            assert not sp.issparse(Xc), "a CSR row block was densified"
+            return real(Xc, *args)
+        return dense_only
 
     def guarded(name):
         real = getattr(sp.csr_matrix, name)
@@ -221,8 +221,13 @@ def test_csr_fit_densifies_no_row(monkeypatch):
             return real(self, *args, **kwargs)
         return method
 
-    for module in (_context, _curvature, _row_noise):   # every reader of _dense_ext
-        monkeypatch.setattr(module, "_dense_ext", no_sparse)
+    # every reader of the helpers that densify a row block
+    densifiers = ("_dense_ext", "dense_gram", "dense_times")
+    readers = [(module, name) for module in (_context, _curvature, _row_noise)
+               for name in densifiers if hasattr(module, name)]
+    assert {name for _, name in readers} == set(densifiers)
+    for module, name in readers:
+        monkeypatch.setattr(module, name, no_sparse(getattr(_row_algebra, name)))
     for name in ("toarray", "todense"):
         monkeypatch.setattr(sp.csr_matrix, name, guarded(name))
     with pytest.raises(AssertionError):

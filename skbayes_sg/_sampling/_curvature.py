@@ -8,7 +8,7 @@ from scipy.linalg import solve_triangular
 
 from ._spectrum import largest_eigenvalue
 from ._glm import LOCAL_CURVATURE_SAFETY, linear_predictor
-from ._row_algebra import (MAX_DENSE_LAPLACE, ROW_CHUNK, _dense_ext, _power_iteration,
+from ._row_algebra import (MAX_DENSE_LAPLACE, ROW_CHUNK, _dense_ext, dense_gram, _power_iteration,
                            _sparse_gram_blocks, _sparse_row_forms)
 
 class CurvatureMixin:
@@ -238,15 +238,13 @@ class CurvatureMixin:
             Xc = self.X[start:start + ROW_CHUNK]
             w = weights[start:start + ROW_CHUNK]
             if w.ndim == 1:  # the same block for every output
-                Xe = _dense_ext(Xc, self.fit_intercept)
-                B = Xe.T @ (Xe * w[:, None])
+                B = dense_gram(Xc, w, self.fit_intercept)
                 for k in range(K):
                     G[k, :, k, :] += B
             else:
-                Xe = _dense_ext(Xc, self.fit_intercept)
                 for k in range(K):
                     for m in range(K):
-                        G[k, :, m, :] += Xe.T @ (Xe * w[:, k, m][:, None])
+                        G[k, :, m, :] += dense_gram(Xc, w[:, k, m], self.fit_intercept)
         self.n_grad_evals += self.n
         return G.reshape(self.dim, self.dim)
 

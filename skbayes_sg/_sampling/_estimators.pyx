@@ -395,7 +395,9 @@ cdef class GLMEstimator(GradientEstimator):
     centre : ndarray of shape (dim,) or None
         Centre of the adaptive rule (the mode).
     alias : tuple of ndarrays or None
-        ``alias_table(weights)`` when already built (it is O(n) Python).
+        ``alias_table(weights)`` when already built (it is O(n) Python), or
+        ``alias_table(p) + (1 / (n p),)`` with ``p`` the normalised weights,
+        checked by the caller (the chains of one fit share it).
     """
 
     def __init__(self, Problem problem, Py_ssize_t batch_size, str access="random",
@@ -432,14 +434,21 @@ cdef class GLMEstimator(GradientEstimator):
         if self.access == ACCESS_WEIGHTED:
             if weights is None:
                 raise ValueError("weighted access needs weights")
-            w = np.asarray(weights, dtype=np.float64)
-            if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
-                raise ValueError("weights must be n positive finite numbers")
-            w = w / w.sum()
-            prob, index = alias_table(w) if alias is None else alias
+            if alias is not None and len(alias) == 3:
+                # built once per fit by the caller from the same weights
+                # (alias_table and 1 / (n p)): n-long checks and divisions
+                # per chain and round cost a sixth of a fit at n = 4e6
+                prob, index, inv_np = alias
+            else:
+                w = np.asarray(weights, dtype=np.float64)
+                if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+                    raise ValueError("weights must be n positive finite numbers")
+                w = w / w.sum()
+                prob, index = alias_table(w) if alias is None else alias
+                inv_np = 1.0 / (n * w)
             self.alias_prob = np.asarray(prob, dtype=np.float64)
             self.alias_index = np.asarray(index, dtype=np.intp)
-            self.inv_np = 1.0 / (n * w)
+            self.inv_np = np.asarray(inv_np, dtype=np.float64)
         else:
             self.alias_prob = np.ones(1)
             self.alias_index = np.zeros(1, dtype=np.intp)
@@ -456,7 +465,10 @@ cdef class GLMEstimator(GradientEstimator):
                 raise ValueError("control_point must have dim values")
             if control_residuals is not None and control_sum is not None:
                 self.A = np.array(control_sum, dtype=np.float64)
-                if self.control != CONTROL_SNAPSHOT:
+                if self.control == CONTROL_FIXED:   # never written: shared by the chains
+                    self.table = np.ascontiguousarray(control_residuals,
+                                                      dtype=np.float64).reshape(-1)
+                elif self.control != CONTROL_SNAPSHOT:
                     self.table = np.array(control_residuals, dtype=np.float64).reshape(-1)
                 self.snapshot = np.array(th)
                 self.n_refreshes = 1
@@ -636,7 +648,10 @@ cdef class GLMEstimator(GradientEstimator):
         """The estimator's own state as arrays (tables, running sum, snapshot,
         schedule and access cursor), so that a continued chain is the same
         chain (warm start)."""
-        return {"A": np.array(self.A), "table": np.array(self.table),
+        # a fixed control's table is never written: shared, not copied (an
+        # n-long copy per chain and round, twice, at n = 4e6 cost 0.1 s each)
+        table = np.asarray(self.table) if self.control == CONTROL_FIXED else np.array(self.table)
+        return {"A": np.array(self.A), "table": table,
                 "snapshot": np.array(self.snapshot), "order": np.array(self.order),
                 "counters": np.array([self.n_steps, self.n_refreshes, self.cursor],
                                      dtype=np.int64)}
@@ -644,7 +659,9 @@ cdef class GLMEstimator(GradientEstimator):
     def set_state(self, state):
         """Restore :meth:`get_state` output."""
         self.A = np.array(state["A"], dtype=np.float64)
-        self.table = np.array(state["table"], dtype=np.float64)
+        self.table = (np.ascontiguousarray(state["table"], dtype=np.float64)
+                      if self.control == CONTROL_FIXED else
+                      np.array(state["table"], dtype=np.float64))
         self.snapshot = np.array(state["snapshot"], dtype=np.float64)
         self.order = np.array(state["order"], dtype=np.intp)
         self.n_steps, self.n_refreshes, self.cursor = (int(v) for v in state["counters"])

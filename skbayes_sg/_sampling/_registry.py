@@ -135,11 +135,15 @@ def _build_glm(problem, cfg):
 
 
 def _with_alias(cfg):
-    """Vose's alias table of ``cfg["weights"]``, built once per fit (every
-    chain and every round rebuilds its estimator from the config)."""
+    """Vose's alias table of ``cfg["weights"]`` and the importance factors
+    ``1 / (n p_i)``, checked and built once per fit (every chain and every
+    round rebuilds its estimator from the config)."""
     if "weights" in cfg:
-        w = cfg["weights"] / cfg["weights"].sum()
-        cfg["alias"] = _estimators.alias_table(w)
+        w = np.asarray(cfg["weights"], dtype=np.float64)
+        if w.ndim != 1 or not np.all(np.isfinite(w)) or np.any(w <= 0):
+            raise ValueError("weights must be n positive finite numbers")
+        w = w / w.sum()
+        cfg["alias"] = _estimators.alias_table(w) + (1.0 / (len(w) * w),)
     return cfg
 
 

@@ -23,6 +23,12 @@ MAX_NEWTON_ITER = 100
 #: (every SUBSAMPLE_MODE_STRIDE-th row): 5-6 passes from 0 become 2-3
 SUBSAMPLE_MODE_MIN_ROWS = 200_000
 SUBSAMPLE_MODE_STRIDE = 32
+# from there, chord steps in the subsample's Hessian (BFGS-corrected) while
+# each shrinks the Newton decrement at least 1 / CHORD_MIN_CONTRACTION times
+# (a gradient estimated on a subsample instead of a pass was tried: its error
+# is that of the subsample's curvature over the whole way from the start,
+# 1.5 sds at n = 10^6 on every 16th row, so it cannot reach the 0.01 sd stop)
+CHORD_MIN_CONTRACTION = 0.25
 # a dense Gram ``X^T W X`` of CSR rows costs sum_i nnz_i^2 products against
 # sum_i nnz_i for a pass (and each of its products is several times dearer):
 # above this ratio the mode search takes Hessian-vector products (passes) and
@@ -48,6 +54,35 @@ def _dense_ext(Xc, fit_intercept):
     if fit_intercept:
         Xd = np.hstack([Xd, np.ones((Xd.shape[0], 1))])
     return Xd
+
+
+def dense_gram(Xc, w, fit_intercept):
+    """``X_ext^T diag(w) X_ext`` of a row chunk (x_i with the constant
+    column), dense (dext, dext), without the chunk's copy with that column
+    (:func:`_dense_ext`): the constant's row and column are ``X^T w`` and
+    ``sum w``.  At d = 50 the copy cost as much as the product."""
+    Xd = np.asarray(Xc.toarray() if sp.issparse(Xc) else Xc, dtype=np.float64)
+    d = Xd.shape[1]
+    Xw = Xd * w[:, None]
+    B = np.empty((d + int(fit_intercept),) * 2)
+    B[:d, :d] = Xd.T @ Xw
+    if fit_intercept:
+        col = Xw.sum(axis=0)
+        B[:d, d] = col
+        B[d, :d] = col
+        B[d, d] = w.sum()
+    return B
+
+
+def dense_times(Xc, A, fit_intercept):
+    """``X_ext A`` of a row chunk (A of dext rows), without the chunk's copy
+    with the constant column."""
+    Xd = Xc.toarray() if sp.issparse(Xc) else Xc
+    d = Xd.shape[1]
+    out = np.asarray(Xd @ A[:d], dtype=np.float64)
+    if fit_intercept:
+        out += A[d]
+    return out
 
 
 def _float64(a):

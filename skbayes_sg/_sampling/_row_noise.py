@@ -7,7 +7,7 @@ import scipy.sparse as sp
 
 from ._spectrum import largest_eigenvalue
 from ._glm import linear_predictor
-from ._row_algebra import ROW_CHUNK, _covariance_of_factor, _dense_ext, _sparse_row_forms
+from ._row_algebra import ROW_CHUNK, _covariance_of_factor, _sparse_row_forms, dense_times
 
 class RowNoiseMixin:
     """The noise pieces of :class:`~._context.FitContext` (they read its data,
@@ -55,9 +55,12 @@ class RowNoiseMixin:
             if kind == "dense":
                 # Y_k = X_ext L_k: L_k the rows of output k's coefficients
                 Lk = factor.reshape(K, dext, self.dim)
-                Y = np.stack([np.asarray(_dense_ext(Xc, self.fit_intercept) @ Lk[k])
-                              for k in range(K)], axis=1)          # (rows, K, dim)
-                out[start:start + len(Y)] = np.einsum("rkD,rmD->rkm", Y, Y)
+                Y = [dense_times(Xc, Lk[k], self.fit_intercept) for k in range(K)]
+                for k in range(K):
+                    for m in range(k, K):   # symmetric: each pair once
+                        q = np.einsum("rD,rD->r", Y[k], Y[m])
+                        out[start:start + len(q), k, m] = q
+                        out[start:start + len(q), m, k] = q
             else:
                 D2 = (factor.reshape(K, dext) ** 2)
                 X2 = Xc.multiply(Xc) if sp.issparse(Xc) else np.square(Xc, dtype=np.float64)
