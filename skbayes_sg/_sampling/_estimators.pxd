@@ -10,7 +10,7 @@ there).  Dynamics and models are untouched by this axis.
 from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
 
-from ._dataset cimport RowStore, RowData, row_dot, row_axpy, row_prefetch
+from ._dataset cimport RowStore, RowData, row_dot, row_axpy, row_prefetch, SKB_PREFETCH
 from ._models cimport MAX_MODEL_PARAMS, glm_loss, glm_residual
 
 

@@ -562,7 +562,15 @@ cdef class GLMEstimator(GradientEstimator):
         for j in range(P.dim):
             c.grad[j] = self.A[j]
         for j in range(b):
-            row_prefetch(P.X, c.idx[j])
+            # the row and the datum's own values, each a random access into
+            # an n-long array (hints only: the row's loads walk its page)
+            i = c.idx[j]
+            row_prefetch(P.X, i)
+            SKB_PREFETCH(P.y + i * P.y_stride)
+            if self.control == CONTROL_FIXED or self.control == CONTROL_TABLE:
+                SKB_PREFETCH(&self.table[i * P.K])
+            if self.access == ACCESS_WEIGHTED:
+                SKB_PREFETCH(&self.inv_np[i])
         for j in range(b):
             i = c.idx[j]
             r = c.resid + j * P.K
