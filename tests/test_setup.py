@@ -112,12 +112,12 @@ def test_the_mode_search_of_many_rows_starts_at_a_subsample_mode(monkeypatch):
     """From SUBSAMPLE_MODE_MIN_ROWS rows the dense Newton search starts at the
     mode of every 32nd row: the same mode (each search stops within
     MODE_TOL_SD posterior sds of it) for fewer passes over all rows."""
-    from skbayes_sg._sampling import _context
+    from skbayes_sg._sampling import _context, _mode_search
     from skbayes_sg._sampling._glm import GLM, LOGISTIC
     from skbayes_sg._sampling._row_algebra import MODE_TOL_SD
 
     rng = np.random.default_rng(0)
-    n, d = _context.SUBSAMPLE_MODE_MIN_ROWS, 5
+    n, d = _mode_search.SUBSAMPLE_MODE_MIN_ROWS, 5
     X = rng.standard_normal((n, d))
     y = (rng.random(n) < 1.0 / (1.0 + np.exp(-X @ rng.standard_normal(d)))).astype(float)
 
@@ -127,7 +127,7 @@ def test_the_mode_search_of_many_rows_starts_at_a_subsample_mode(monkeypatch):
 
     started, passes, ctx = search()
     sd = np.sqrt(np.diag(np.linalg.inv(ctx._cache["hessian_mode"])))
-    monkeypatch.setattr(_context, "SUBSAMPLE_MODE_MIN_ROWS", n + 1)
+    monkeypatch.setattr(_mode_search, "SUBSAMPLE_MODE_MIN_ROWS", n + 1)
     from_zero, passes_from_zero, _ = search()
     assert np.max(np.abs(started - from_zero) / sd) < 2 * MODE_TOL_SD
     assert passes < passes_from_zero - 1
@@ -141,9 +141,9 @@ def test_the_mode_search_of_many_rows_starts_at_a_subsample_mode(monkeypatch):
 
 
 def _large_logistic(seed=0, d=5):
-    from skbayes_sg._sampling import _context
+    from skbayes_sg._sampling import _mode_search
     rng = np.random.default_rng(seed)
-    n = _context.SUBSAMPLE_MODE_MIN_ROWS
+    n = _mode_search.SUBSAMPLE_MODE_MIN_ROWS
     X = rng.standard_normal((n, d))
     y = (rng.random(n) < 1.0 / (1.0 + np.exp(-X @ rng.standard_normal(d)))).astype(float)
     return X, y
@@ -154,14 +154,14 @@ def test_the_chord_steps_of_many_rows_take_one_gram(monkeypatch):
     (passes without a Gram) and takes one Gram of all rows, at its end; a
     start Hessian that does not contract the steps (five times too large)
     hands over to exact Newton steps, which reach the same mode."""
-    from skbayes_sg._sampling import _context
+    from skbayes_sg._sampling import _context, _mode_search
     from skbayes_sg._sampling._glm import GLM, LOGISTIC
     from skbayes_sg._sampling._row_algebra import MODE_TOL_SD
 
     X, y = _large_logistic(1)
     n = X.shape[0]
     grams = []
-    real_gram = _context.dense_gram
+    real_gram = _mode_search.dense_gram
     real_weighted = _context.FitContext.weighted_gram
 
     def counted_gram(Xc, w, fit_intercept):
@@ -172,7 +172,7 @@ def test_the_chord_steps_of_many_rows_take_one_gram(monkeypatch):
         grams.append(self.n)
         return real_weighted(self, weights)
 
-    monkeypatch.setattr(_context, "dense_gram", counted_gram)
+    monkeypatch.setattr(_mode_search, "dense_gram", counted_gram)
     monkeypatch.setattr(_context.FitContext, "weighted_gram", counted_weighted)
 
     def search():
@@ -217,11 +217,11 @@ def test_a_quadratic_model_skips_the_subsample_start():
     """Ridge's potential is quadratic: Newton's first step from 0 lands on
     the mode, so the subsample's mode would cost passes and save none (3.09
     passes against 3.00 on 250,000 rows)."""
-    from skbayes_sg._sampling import _context
+    from skbayes_sg._sampling import _context, _mode_search
     from skbayes_sg._sampling._glm import GAUSSIAN
 
     rng = np.random.default_rng(1)
-    n, d = _context.SUBSAMPLE_MODE_MIN_ROWS, 5
+    n, d = _mode_search.SUBSAMPLE_MODE_MIN_ROWS, 5
     X = rng.standard_normal((n, d))
     y = X @ rng.standard_normal(d) + rng.standard_normal(n)
     ctx = _context.FitContext(X, y, GLM(GAUSSIAN, 1), 1.0, True, 10)

@@ -17,7 +17,7 @@ from numpy.testing import assert_allclose
 
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge
 from skbayes_sg import _setup, _starts
-from skbayes_sg._sampling import _context, _curvature, _row_algebra, _row_noise
+from skbayes_sg._sampling import _context, _curvature, _mode_search, _row_algebra, _row_noise
 from skbayes_sg._sampling._context import FitContext
 from skbayes_sg._sampling._row_algebra import _sparse_row_forms
 from skbayes_sg._sampling._spectrum import largest_eigenvalue
@@ -223,7 +223,7 @@ def test_csr_fit_densifies_no_row(monkeypatch):
 
     # every reader of the helpers that densify a row block
     densifiers = ("_dense_ext", "dense_gram", "dense_times")
-    readers = [(module, name) for module in (_context, _curvature, _row_noise)
+    readers = [(module, name) for module in (_context, _mode_search, _curvature, _row_noise)
                for name in densifiers if hasattr(module, name)]
     assert {name for _, name in readers} == set(densifiers)
     for module, name in readers:

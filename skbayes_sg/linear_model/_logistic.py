@@ -10,7 +10,7 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 
 from .._base import BaseSGMCMC, PosteriorPredictiveMixin, estimator_parameters
-from .._sampling._context import MAX_DENSE_LAPLACE
+from .._sampling._row_algebra import MAX_DENSE_LAPLACE
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
 from .._sampling._specs import LINEAR, hyperparameter_doc, sampler_doc
 

@@ -7,6 +7,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._sampling.samplers import BY_NAME as SAMPLER_MODULES
 from ._backend import _import_torch_backend
 
 
@@ -135,9 +136,7 @@ class NetworkPosteriorMixin:
             warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=3)
 
     def _mixing_hint(self):
-        hints = []
-        if self.sampler == "sgld":
-            hints.append("sampler='sghmc' often explores faster at the same cost per step.")
+        hints = [SAMPLER_MODULES[self.sampler].MIXING_HINT]
         if self.coef_samples_.shape[0] == 1:
             hints.append("More chains (n_chains=4) give R-hat independent runs to compare.")
         # measured on digits: the weight norms drift along weights the data
@@ -146,7 +145,7 @@ class NetworkPosteriorMixin:
         hints.append("The weight norms can drift without moving the prediction: "
                      "skbayes_sg.diagnostics.model_average_error(clf, X_val, y_val) says how "
                      "much a longer run or more chains would change the held-out log-loss.")
-        return " ".join(hints)
+        return " ".join(hint for hint in hints if hint)
 
     def summary(self, quantiles=(0.05, 0.5, 0.95), names=None):
         """Posterior summary of the network's permutation-invariant quantities.
