@@ -199,6 +199,42 @@ def test_the_chord_steps_of_many_rows_take_one_gram(monkeypatch):
     assert np.allclose(ctx2._cache["hessian_mode"], ctx2.hessian(handed_over), rtol=1e-12)
 
 
+@pytest.mark.parametrize("model", ["softmax", "poisson"])
+def test_the_chord_search_finds_the_mode_of_other_models(monkeypatch, model):
+    """Three classes (K x K curvature blocks) and the Poisson model, with
+    integer row weights: the chord search from the subsample's mode stops
+    within its tolerance of the exact Newton search's mode, and keeps the
+    exact Hessian there."""
+    from skbayes_sg._sampling import _context, _mode_search
+    from skbayes_sg._sampling._glm import POISSON, SOFTMAX
+    from skbayes_sg._sampling._row_algebra import MODE_TOL_SD
+
+    rng = np.random.default_rng(2)
+    n, d = _mode_search.SUBSAMPLE_MODE_MIN_ROWS, 5
+    X = rng.standard_normal((n, d))
+    if model == "softmax":
+        Z = X @ rng.standard_normal((d, 3))
+        P = np.exp(Z - Z.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        glm, y = GLM(SOFTMAX, 3), (P.cumsum(axis=1) > rng.random((n, 1))).argmax(axis=1)
+    else:
+        glm, y = GLM(POISSON, 1), rng.poisson(np.exp(0.3 * X @ rng.standard_normal(d)))
+    weights = rng.integers(1, 4, n).astype(float)
+
+    def search():
+        ctx = _context.FitContext(X, y.astype(float), glm, 1.0, True, 10, weights)
+        return ctx.mode(), ctx
+
+    chord, ctx = search()
+    assert "mode_start" in ctx._cache                  # the subsample start was taken
+    H = ctx._cache["hessian_mode"]
+    assert np.allclose(H, ctx.hessian(chord), rtol=1e-10, atol=0)
+    monkeypatch.setattr(_mode_search, "SUBSAMPLE_MODE_MIN_ROWS", n + 1)
+    newton, _ = search()
+    sd = np.sqrt(np.diag(np.linalg.inv(H)))
+    assert np.max(np.abs(chord - newton) / sd) < 2 * MODE_TOL_SD
+
+
 def test_dense_gram_is_the_gram_of_the_rows_with_the_constant():
     from skbayes_sg._sampling._row_algebra import dense_gram, dense_times
 
