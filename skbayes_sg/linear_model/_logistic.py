@@ -9,6 +9,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 
+from .._dask_rows import rowwise
 from .._base import BaseSGMCMC, PosteriorPredictiveMixin, estimator_parameters
 from .._sampling._row_algebra import MAX_DENSE_LAPLACE
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
@@ -411,6 +412,7 @@ class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSG
         return GLM(SOFTMAX, K)
 
     # ---------------------------------------------------------- predictions
+    @rowwise
     def predict_proba(self, X):
         """Posterior predictive class probabilities (BMA over the draws).
 
@@ -511,6 +513,7 @@ class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSG
             index = np.minimum((u > cum).sum(axis=2), Z.shape[2] - 1)
         return self.classes_[index]
 
+    @rowwise
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba`, computed stably.
 
@@ -531,6 +534,7 @@ class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSG
             out[rows] = logsumexp(log_softmax(Z, axis=2), axis=1) - np.log(S)
         return out
 
+    @rowwise
     def decision_function(self, X):
         """Log-odds of the posterior predictive probabilities.
 
@@ -550,6 +554,7 @@ class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSG
             return logp[:, 1] - logp[:, 0]
         return logp
 
+    @rowwise
     def predict(self, X):
         """Most probable class under the posterior predictive.
 

@@ -4,6 +4,7 @@ import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.metrics import d2_tweedie_score
 
+from .._dask_rows import rowwise
 from .._base import BaseSGMCMC, PosteriorPredictiveMixin
 from .._sampling._glm import GLM, POISSON, model_spec
 from ._logistic import _DOC_ATTRS, _DOC_PARAMS, _single_output_attrs
@@ -67,6 +68,7 @@ class SGMCMCPoissonRegressor(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCM
         return GLM(POISSON, 1)
 
     # ---------------------------------------------------------- predictions
+    @rowwise
     def predict(self, X):
         """Posterior predictive mean: ``mean_s exp(x^T w_s + b_s)``.
 

@@ -8,6 +8,7 @@ from scipy.sparse.linalg import LinearOperator, cg, lsqr
 from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._dask_rows import rowwise
 from .._base import BaseSGMCMC, PosteriorPredictiveMixin, estimator_parameters
 from .._sampling._glm import GAUSSIAN, GLM, model_spec
 from ._logistic import _DOC_ATTRS, _DOC_PARAMS, _single_output_attrs
@@ -156,6 +157,7 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
         return alpha
 
     # ---------------------------------------------------------- predictions
+    @rowwise
     def predict(self, X, return_std=False):
         """Posterior predictive mean (and standard deviation).
 

@@ -7,6 +7,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._dask_rows import rowwise
 from .._sampling.samplers import BY_NAME as SAMPLER_MODULES
 from ._backend import _import_torch_backend
 
@@ -18,6 +19,7 @@ class NetworkPosteriorMixin:
     # ------------------------------------------------------------------
     # prediction
     # ------------------------------------------------------------------
+    @rowwise
     def predict_log_proba(self, X):
         """Log of the Bayesian-model-average class probabilities.
 
@@ -336,6 +338,7 @@ class NetworkPosteriorMixin:
                 pred[d, r] = np.minimum((cdf < u).sum(axis=2), lp.shape[2] - 1)
         return loglik, pred
 
+    @rowwise
     def predict_proba(self, X):
         """Bayesian-model-average class probabilities.
 
@@ -355,6 +358,7 @@ class NetworkPosteriorMixin:
         """
         return np.exp(self.predict_log_proba(X))
 
+    @rowwise
     def predict(self, X):
         """Most probable class under the Bayesian model average.
 

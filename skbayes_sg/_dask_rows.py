@@ -1,0 +1,78 @@
+"""Predictions on dask arrays: lazy, one task per block of rows.
+
+A fitted estimator's draws are small (``n_draws x n_params``), so a
+prediction on data larger than one machine's memory is a map over blocks of
+rows: each block's model average needs only its own rows and the draws
+(dask-ml's ``ParallelPostFit`` does the same for point estimates).  The
+decorator :func:`rowwise` gives a prediction method this behaviour: given a
+``dask.array.Array`` it returns one, built with ``map_blocks`` and computed
+only when the caller computes it; given anything else it is the method
+itself.  dask is imported only when such an array is passed (it is an
+optional dependency).
+"""
+import functools
+import sys
+
+import numpy as np
+
+__all__ = ["is_dask_array", "rowwise"]
+
+
+def is_dask_array(X):
+    """Whether ``X`` is a ``dask.array.Array`` (without importing dask)."""
+    da = sys.modules.get("dask.array")
+    return da is not None and isinstance(X, da.Array)
+
+
+def _probe(method, n_features):
+    """The method's output on one row of zeros: its trailing shape and dtype
+    (a tuple of them for a method that returns a tuple)."""
+    out = method(np.zeros((1, n_features)))
+    if isinstance(out, tuple):
+        return tuple(np.asarray(part) for part in out)
+    return np.asarray(out)
+
+
+def _map_rows(method, X, probe, part=None):
+    """``method`` over X's blocks of rows (all columns in each block)."""
+    tail = probe.shape[1:]
+
+    def block(rows):
+        out = method(rows)
+        return np.asarray(out if part is None else out[part])
+
+    if not tail:
+        return X.map_blocks(block, dtype=probe.dtype, drop_axis=1, chunks=(X.chunks[0],))
+    if len(tail) == 1:
+        return X.map_blocks(block, dtype=probe.dtype, chunks=(X.chunks[0], (tail[0],)))
+    raise ValueError("rowwise predictions return one or two axes")
+
+
+def rowwise(method):
+    """Make a prediction method ``method(self, X, ...)`` lazy on dask arrays.
+
+    With ``X`` a 2-d ``dask.array.Array`` (dense or scipy.sparse blocks), the
+    method is checked at once on one row of zeros (a NotFittedError or a
+    wrong number of features is raised here, not at compute time) and the
+    result is a dask array with X's row chunks, each block the method's
+    output on that block's rows.  A method that returns a tuple (ridge's
+    ``return_std=True``) returns a tuple of dask arrays, each computing the
+    method on its blocks.
+    """
+    @functools.wraps(method)
+    def wrapper(self, X, *args, **kwargs):
+        if not is_dask_array(X):
+            return method(self, X, *args, **kwargs)
+        if X.ndim != 2:
+            raise ValueError(f"X must be a 2-d dask array of rows; got {X.ndim} dimension(s).")
+        if X.numblocks[1] > 1:      # each task needs whole rows
+            X = X.rechunk({1: -1})
+
+        def on_rows(rows):
+            return method(self, rows, *args, **kwargs)
+
+        probe = _probe(on_rows, X.shape[1])
+        if isinstance(probe, tuple):
+            return tuple(_map_rows(on_rows, X, p, part=k) for k, p in enumerate(probe))
+        return _map_rows(on_rows, X, probe)
+    return wrapper
