@@ -265,3 +265,72 @@ def test_a_quadratic_model_skips_the_subsample_start():
     assert ctx.n_grad_evals % n == 0    # whole passes only: no subsample
     assert "mode_start" not in ctx._cache
 
+
+
+def test_the_passes_over_many_rows_use_every_core_and_keep_their_bits(monkeypatch):
+    """From PARALLEL_MIN_ROWS rows the set-up's dense passes run their chunks
+    on threads (over_row_chunks): the same bits as one thread (the results
+    are summed in the chunks' order), and more than one thread at work."""
+    import threading
+
+    from skbayes_sg._sampling import _row_algebra
+    from skbayes_sg._sampling._context import FitContext
+
+    if _row_algebra.pass_threads() < 2:
+        pytest.skip("one core: the passes run on one thread")
+    rng = np.random.default_rng(4)
+    n, d = _row_algebra.PARALLEL_MIN_ROWS, 6
+    X = rng.standard_normal((n, d))
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-X @ rng.standard_normal(d)))).astype(float)
+    theta = 0.1 * rng.standard_normal(d + 1)
+    L = np.triu(rng.standard_normal((d + 1, d + 1)))
+
+    def passes():
+        ctx = FitContext(X, y, GLM(LOGISTIC, 1), 1.0, True, 10)
+        u, g, H = ctx._value_grad_hessian(theta)
+        Q = ctx.metric_row_covariances("dense", L)
+        return [np.array(u), g, H, ctx.weighted_gram(Q), Q,
+                ctx._residual_moments(theta, Q, centred=True)]
+
+    threads = set()
+    real = _row_algebra.dense_gram
+
+    def seen(*args):
+        threads.add(threading.get_ident())
+        return real(*args)
+    monkeypatch.setattr(_row_algebra, "dense_gram", seen)
+    from skbayes_sg._sampling import _curvature, _mode_search
+    monkeypatch.setattr(_mode_search, "dense_gram", seen)
+    monkeypatch.setattr(_curvature, "dense_gram", seen)
+    parallel = passes()
+    assert len(threads) >= 2
+    monkeypatch.setattr(_row_algebra, "PARALLEL_MIN_ROWS", n + 1)
+    threads.clear()
+    sequential = passes()
+    assert threads == {threading.get_ident()}
+    for a, b in zip(parallel, sequential):
+        assert np.array_equal(a, b)
+
+
+def test_over_row_chunks_stops_at_an_error_and_reads_the_thread_limit(monkeypatch):
+    from skbayes_sg._sampling import _row_algebra
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert _row_algebra.pass_threads() == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert _row_algebra.pass_threads() <= 2
+    n = _row_algebra.PARALLEL_MIN_ROWS
+    started = []
+
+    def chunk(start, stop):
+        started.append(start)
+        if start == 0:
+            raise KeyboardInterrupt
+        import time
+        time.sleep(0.001)
+        return stop - start
+
+    with pytest.raises(KeyboardInterrupt):
+        list(_row_algebra.over_row_chunks(chunk, n, chunk=100))
+    assert len(started) < n // 100          # the chunks not started were dropped
+    assert sum(_row_algebra.over_row_chunks(lambda a, b: b - a, n, chunk=1000)) == n

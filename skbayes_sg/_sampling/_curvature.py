@@ -8,7 +8,7 @@ from scipy.linalg import solve_triangular
 
 from ._spectrum import largest_eigenvalue
 from ._glm import LOCAL_CURVATURE_SAFETY, linear_predictor
-from ._row_algebra import (MAX_DENSE_LAPLACE, ROW_CHUNK, _dense_ext, dense_gram, _power_iteration,
+from ._row_algebra import (MAX_DENSE_LAPLACE, ROW_CHUNK, _dense_ext, dense_gram, over_row_chunks, _power_iteration,
                            _sparse_gram_blocks, _sparse_row_forms)
 
 class CurvatureMixin:
@@ -233,18 +233,22 @@ class CurvatureMixin:
         if sp.issparse(self.X):
             self.n_grad_evals += self.n
             return self._sparse_weighted_gram(np.asarray(weights, dtype=np.float64))
-        G = np.zeros((K, dext, K, dext))
-        for start in range(0, self.n, ROW_CHUNK):
-            Xc = self.X[start:start + ROW_CHUNK]
-            w = weights[start:start + ROW_CHUNK]
+        def chunk_gram(start, stop):
+            Xc, w = self.X[start:stop], weights[start:stop]
+            G_c = np.zeros((K, dext, K, dext))
             if w.ndim == 1:  # the same block for every output
                 B = dense_gram(Xc, w, self.fit_intercept)
                 for k in range(K):
-                    G[k, :, k, :] += B
+                    G_c[k, :, k, :] = B
             else:
                 for k in range(K):
                     for m in range(K):
-                        G[k, :, m, :] += dense_gram(Xc, w[:, k, m], self.fit_intercept)
+                        G_c[k, :, m, :] = dense_gram(Xc, w[:, k, m], self.fit_intercept)
+            return G_c
+
+        G = np.zeros((K, dext, K, dext))
+        for G_c in over_row_chunks(chunk_gram, self.n):    # in the chunks' order
+            G += G_c
         self.n_grad_evals += self.n
         return G.reshape(self.dim, self.dim)
 

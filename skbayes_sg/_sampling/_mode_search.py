@@ -10,7 +10,7 @@ from scipy.linalg import cho_factor, cho_solve
 from ._glm import linear_predictor
 from ._row_algebra import (CHORD_MIN_CONTRACTION, MAX_DENSE_LAPLACE, MAX_NEWTON_ITER, MODE_TOL_SD,
                            ROW_CHUNK, SPARSE_CG_TIGHTEN, SUBSAMPLE_MODE_MIN_ROWS,
-                           SUBSAMPLE_MODE_STRIDE, _pcg, dense_gram)
+                           SUBSAMPLE_MODE_STRIDE, _pcg, dense_gram, over_row_chunks)
 
 
 def _bfgs_update(H, s, y):
@@ -77,35 +77,46 @@ class ModeSearchMixin:
                     else None)
         G = np.zeros((K, dext))
         H = np.zeros((K, dext, K, dext))
-        R_rows = W_rows = Z_rows = None
-        for start in range(0, self.n, ROW_CHUNK):
-            Xc = self.X[start:start + ROW_CHUNK]
-            yc = self.y[start:start + ROW_CHUNK]
+
+        def chunk_terms(start, stop):
+            """U, the gradient, the Hessian of rows start:stop (thread-safe)."""
+            Xc, yc = self.X[start:stop], self.y[start:stop]
             Z = linear_predictor(Xc, Theta, self.fit_intercept)
-            u += float(self._weigh(self.glm.loss(Z, yc), start).sum())
+            u_c = float(self._weigh(self.glm.loss(Z, yc), start).sum())
             R = self._weigh(self.glm.residual(Z, yc), start)
-            G[:, :d] += np.asarray(Xc.T @ R).T
+            G_c = np.zeros((K, dext))
+            G_c[:, :d] = np.asarray(Xc.T @ R).T
             if self.fit_intercept:
-                G[:, d] += R.sum(axis=0)
-            if R_rows is None:
-                R_rows = np.empty((self.n,) + R.shape[1:])
-                Z_rows = np.empty((self.n,) + Z.shape[1:])
-            R_rows[start:start + len(R)] = R
-            Z_rows[start:start + len(Z)] = Z
+                G_c[:, d] = R.sum(axis=0)
             if not hessian:
-                continue
+                return u_c, G_c, R, Z, None, None
             W = self._weigh(self.glm.hessian_weights(Z, yc), start)
-            if W_rows is None:
-                W_rows = np.empty((self.n,) + W.shape[1:])
-            W_rows[start:start + len(W)] = W
+            H_c = np.zeros((K, dext, K, dext))
             if W.ndim == 1:
                 B = dense_gram(Xc, W, self.fit_intercept)
                 for k in range(K):
-                    H[k, :, k, :] += B
+                    H_c[k, :, k, :] = B
             else:
                 for k in range(K):
                     for m in range(K):
-                        H[k, :, m, :] += dense_gram(Xc, W[:, k, m], self.fit_intercept)
+                        H_c[k, :, m, :] = dense_gram(Xc, W[:, k, m], self.fit_intercept)
+            return u_c, G_c, R, Z, W, H_c
+
+        R_rows = np.empty((self.n, K))
+        Z_rows = np.empty((self.n, K))
+        W_rows = None
+        # summed in the chunks' order: the bits of one loop, on every core
+        for start, (u_c, G_c, R, Z, W, H_c) in zip(range(0, self.n, ROW_CHUNK),
+                                                   over_row_chunks(chunk_terms, self.n)):
+            u += u_c
+            G += G_c
+            R_rows[start:start + len(R)] = R
+            Z_rows[start:start + len(Z)] = Z
+            if W is not None:
+                if W_rows is None:
+                    W_rows = np.empty((self.n,) + W.shape[1:])
+                W_rows[start:start + len(W)] = W
+                H += H_c
         self.n_grad_evals += self.n
         self._keep_row_terms(theta, R_rows, G, W_rows, Z_rows)
         return (u, G.ravel() + self.alpha * theta,

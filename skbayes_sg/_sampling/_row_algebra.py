@@ -2,8 +2,12 @@
 ``x_i^T S x_i`` of dense or CSR rows (no row densified), and the iterative
 solvers (preconditioned CG, power iteration) the context's pieces use, with
 the constants that size their blocks and choose their routes."""
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
 from scipy.linalg.lapack import dlauum as lauum
 
 from . import _sparse_forms
@@ -22,6 +26,9 @@ MAX_NEWTON_ITER = 100
 #: rows from which the dense Newton search starts at the mode of a subsample
 #: (every SUBSAMPLE_MODE_STRIDE-th row): 5-6 passes from 0 become 2-3
 SUBSAMPLE_MODE_MIN_ROWS = 200_000
+#: rows from which the set-up's passes over dense rows use every core
+#: (:func:`over_row_chunks`)
+PARALLEL_MIN_ROWS = 100_000
 SUBSAMPLE_MODE_STRIDE = 32
 # from there, chord steps in the subsample's Hessian (BFGS-corrected) while
 # each shrinks the Newton decrement at least 1 / CHORD_MIN_CONTRACTION times
@@ -54,6 +61,41 @@ def _dense_ext(Xc, fit_intercept):
     if fit_intercept:
         Xd = np.hstack([Xd, np.ones((Xd.shape[0], 1))])
     return Xd
+
+
+def pass_threads():
+    """Threads for the set-up's passes over dense rows: the cores this
+    process may run on, at most ``OMP_NUM_THREADS`` where that is set (the
+    limit scikit-learn's OpenMP estimators honour)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:      # not on Linux
+        cores = os.cpu_count() or 1
+    limit = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if limit.isdigit() and int(limit) > 0:
+        cores = min(cores, int(limit))
+    return max(1, cores)
+
+
+def over_row_chunks(chunk_fn, n, chunk=ROW_CHUNK):
+    """``chunk_fn(start, stop)`` for the chunks of ``n`` rows, its results in
+    the chunks' order (an iterator).  From ``PARALLEL_MIN_ROWS`` rows on, the
+    chunks run on :func:`pass_threads` threads, BLAS one thread each (numpy's
+    kernels and BLAS release the GIL; the fit already holds BLAS to one
+    thread): a caller that sums the results in this order gets the bits of
+    the sequential loop."""
+    bounds = [(start, min(start + chunk, n)) for start in range(0, n, chunk)]
+    workers = min(pass_threads(), len(bounds))
+    if n < PARALLEL_MIN_ROWS or workers < 2:
+        for start, stop in bounds:
+            yield chunk_fn(start, stop)
+        return
+    pool = ThreadPoolExecutor(workers)
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            yield from pool.map(lambda b: chunk_fn(*b), bounds)
+    finally:    # Ctrl-C, an error or an early stop: the chunks not started are dropped
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def dense_gram(Xc, w, fit_intercept):

@@ -7,7 +7,8 @@ import scipy.sparse as sp
 
 from ._spectrum import largest_eigenvalue
 from ._glm import linear_predictor
-from ._row_algebra import ROW_CHUNK, _covariance_of_factor, _sparse_row_forms, dense_times
+from ._row_algebra import (ROW_CHUNK, _covariance_of_factor, _sparse_row_forms, dense_times,
+                           over_row_chunks)
 
 class RowNoiseMixin:
     """The noise pieces of :class:`~._context.FitContext` (they read its data,
@@ -49,9 +50,9 @@ class RowNoiseMixin:
             self.n_grad_evals += self.n
             return out[:, 0, 0].copy() if K == 1 else out
         out = np.empty((self.n, K, K))
-        chunk = max(1, ROW_CHUNK // max(K * K, 1))
-        for start in range(0, self.n, chunk):
-            Xc = self.X[start:start + chunk]
+
+        def chunk_forms(start, stop):    # writes its own rows of out (thread-safe)
+            Xc = self.X[start:stop]
             if kind == "dense":
                 # Y_k = X_ext L_k: L_k the rows of output k's coefficients
                 Lk = factor.reshape(K, dext, self.dim)
@@ -59,8 +60,8 @@ class RowNoiseMixin:
                 for k in range(K):
                     for m in range(k, K):   # symmetric: each pair once
                         q = np.einsum("rD,rD->r", Y[k], Y[m])
-                        out[start:start + len(q), k, m] = q
-                        out[start:start + len(q), m, k] = q
+                        out[start:stop, k, m] = q
+                        out[start:stop, m, k] = q
             else:
                 D2 = (factor.reshape(K, dext) ** 2)
                 X2 = Xc.multiply(Xc) if sp.issparse(Xc) else np.square(Xc, dtype=np.float64)
@@ -69,7 +70,10 @@ class RowNoiseMixin:
                     q = q + D2[:, -1]
                 block = np.zeros((len(q), K, K))
                 block[:, np.arange(K), np.arange(K)] = q
-                out[start:start + len(q)] = block
+                out[start:stop] = block
+
+        for _ in over_row_chunks(chunk_forms, self.n, max(1, ROW_CHUNK // max(K * K, 1))):
+            pass
         self.n_grad_evals += self.n
         return out[:, 0, 0].copy() if K == 1 else out
 
@@ -119,13 +123,18 @@ class RowNoiseMixin:
         out = np.empty(self.n)
         # the predictors at the mode, where the mode search left them (no pass)
         known = self._cache.get(("z", theta.tobytes()))
-        for start, Xc in self._blocks():
-            stop = start + Xc.shape[0]
-            Z = (linear_predictor(Xc, Theta, self.fit_intercept) if known is None
-                 else known[start:stop])
+
+        def chunk_moments(start, stop):   # writes its own rows of out (thread-safe)
+            Z = (linear_predictor(self.X[start:stop], Theta, self.fit_intercept)
+                 if known is None else known[start:stop])
             power = self._weigh(np.ones(stop - start), start) / T
             m = self.glm.residual_moments(Z, self.y[start:stop], Q[start:stop], centred, power)
             out[start:stop] = self._weigh(self._weigh(m, start), start)
+
+        # CSR rows in one block (a row slice would copy them)
+        for _ in over_row_chunks(chunk_moments, self.n,
+                                 max(self.n, 1) if sp.issparse(self.X) else ROW_CHUNK):
+            pass
         if known is None:
             self.n_grad_evals += self.n
         return out
