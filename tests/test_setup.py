@@ -154,26 +154,21 @@ def test_the_chord_steps_of_many_rows_take_one_gram(monkeypatch):
     (passes without a Gram) and takes one Gram of all rows, at its end; a
     start Hessian that does not contract the steps (five times too large)
     hands over to exact Newton steps, which reach the same mode."""
-    from skbayes_sg._sampling import _context, _mode_search
+    from skbayes_sg._sampling import _context
     from skbayes_sg._sampling._glm import GLM, LOGISTIC
     from skbayes_sg._sampling._row_algebra import MODE_TOL_SD
 
     X, y = _large_logistic(1)
     n = X.shape[0]
+    from skbayes_sg._sampling import _row_algebra
     grams = []
-    real_gram = _mode_search.dense_gram
-    real_weighted = _context.FitContext.weighted_gram
+    real_gram = _row_algebra.dense_gram
 
-    def counted_gram(Xc, w, fit_intercept):
+    def counted_gram(Xc, w, fit_intercept):     # every Gram's chunks go through it
         grams.append(Xc.shape[0])
         return real_gram(Xc, w, fit_intercept)
 
-    def counted_weighted(self, weights):
-        grams.append(self.n)
-        return real_weighted(self, weights)
-
-    monkeypatch.setattr(_mode_search, "dense_gram", counted_gram)
-    monkeypatch.setattr(_context.FitContext, "weighted_gram", counted_weighted)
+    monkeypatch.setattr(_row_algebra, "dense_gram", counted_gram)
 
     def search():
         grams.clear()
@@ -299,9 +294,6 @@ def test_the_passes_over_many_rows_use_every_core_and_keep_their_bits(monkeypatc
         threads.add(threading.get_ident())
         return real(*args)
     monkeypatch.setattr(_row_algebra, "dense_gram", seen)
-    from skbayes_sg._sampling import _curvature, _mode_search
-    monkeypatch.setattr(_mode_search, "dense_gram", seen)
-    monkeypatch.setattr(_curvature, "dense_gram", seen)
     parallel = passes()
     assert len(threads) >= 2
     monkeypatch.setattr(_row_algebra, "PARALLEL_MIN_ROWS", n + 1)

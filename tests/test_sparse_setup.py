@@ -202,7 +202,7 @@ def _text_like(n=1500, d=60, nnz=20, seed=0, classes=2):
 def test_csr_fit_densifies_no_row(monkeypatch):
     """Fits on long CSR rows (every set-up path for them: the mode, the dense
     and diagonal metrics, the noise, the identity-step check) never make a
-    dense copy of rows: ``_dense_ext``, ``dense_gram`` and ``dense_times`` of
+    dense copy of rows: ``_dense_ext``, ``dense_gram_blocks`` and ``dense_times`` of
     CSR blocks and ``toarray`` of anything with the data's rows fail."""
     X, y = _text_like(d=300)               # rows of 20: the pairs of non-zeros
     X3, y3 = _text_like(classes=3, seed=1)  # of 60 columns: the products
@@ -222,7 +222,7 @@ def test_csr_fit_densifies_no_row(monkeypatch):
         return method
 
     # every reader of the helpers that densify a row block
-    densifiers = ("_dense_ext", "dense_gram", "dense_times")
+    densifiers = ("_dense_ext", "dense_gram_blocks", "dense_times")
     readers = [(module, name) for module in (_context, _mode_search, _curvature, _row_noise)
                for name in densifiers if hasattr(module, name)]
     assert {name for _, name in readers} == set(densifiers)

@@ -8,7 +8,8 @@ from scipy.linalg import solve_triangular
 
 from ._spectrum import largest_eigenvalue
 from ._glm import LOCAL_CURVATURE_SAFETY, linear_predictor
-from ._row_algebra import (MAX_DENSE_LAPLACE, ROW_CHUNK, _dense_ext, dense_gram, over_row_chunks, _power_iteration,
+from ._row_algebra import (MAX_DENSE_LAPLACE, ROW_CHUNK, _dense_ext, dense_gram_blocks,
+                           over_row_chunks, _power_iteration,
                            _sparse_gram_blocks, _sparse_row_forms)
 
 class CurvatureMixin:
@@ -234,17 +235,8 @@ class CurvatureMixin:
             self.n_grad_evals += self.n
             return self._sparse_weighted_gram(np.asarray(weights, dtype=np.float64))
         def chunk_gram(start, stop):
-            Xc, w = self.X[start:stop], weights[start:stop]
-            G_c = np.zeros((K, dext, K, dext))
-            if w.ndim == 1:  # the same block for every output
-                B = dense_gram(Xc, w, self.fit_intercept)
-                for k in range(K):
-                    G_c[k, :, k, :] = B
-            else:
-                for k in range(K):
-                    for m in range(K):
-                        G_c[k, :, m, :] = dense_gram(Xc, w[:, k, m], self.fit_intercept)
-            return G_c
+            return dense_gram_blocks(self.X[start:stop], weights[start:stop], K,
+                                     self.fit_intercept)
 
         G = np.zeros((K, dext, K, dext))
         for G_c in over_row_chunks(chunk_gram, self.n):    # in the chunks' order

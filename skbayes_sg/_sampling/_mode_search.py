@@ -10,7 +10,7 @@ from scipy.linalg import cho_factor, cho_solve
 from ._glm import linear_predictor
 from ._row_algebra import (CHORD_MIN_CONTRACTION, MAX_DENSE_LAPLACE, MAX_NEWTON_ITER, MODE_TOL_SD,
                            ROW_CHUNK, SPARSE_CG_TIGHTEN, SUBSAMPLE_MODE_MIN_ROWS,
-                           SUBSAMPLE_MODE_STRIDE, _pcg, dense_gram, over_row_chunks)
+                           SUBSAMPLE_MODE_STRIDE, _pcg, dense_gram_blocks, over_row_chunks)
 
 
 def _bfgs_update(H, s, y):
@@ -91,16 +91,7 @@ class ModeSearchMixin:
             if not hessian:
                 return u_c, G_c, R, Z, None, None
             W = self._weigh(self.glm.hessian_weights(Z, yc), start)
-            H_c = np.zeros((K, dext, K, dext))
-            if W.ndim == 1:
-                B = dense_gram(Xc, W, self.fit_intercept)
-                for k in range(K):
-                    H_c[k, :, k, :] = B
-            else:
-                for k in range(K):
-                    for m in range(K):
-                        H_c[k, :, m, :] = dense_gram(Xc, W[:, k, m], self.fit_intercept)
-            return u_c, G_c, R, Z, W, H_c
+            return u_c, G_c, R, Z, W, dense_gram_blocks(Xc, W, K, self.fit_intercept)
 
         R_rows = np.empty((self.n, K))
         Z_rows = np.empty((self.n, K))

@@ -116,6 +116,23 @@ def dense_gram(Xc, w, fit_intercept):
     return B
 
 
+def dense_gram_blocks(Xc, W, K, fit_intercept):
+    """``sum_i W_i (x) x_i x_i^T`` of a row chunk, shape (K, dext, K, dext):
+    W of shape (rows,) (the same block on every output's diagonal) or
+    (rows, K, K) (each pair of outputs its own weights)."""
+    dext = Xc.shape[1] + int(fit_intercept)
+    G = np.zeros((K, dext, K, dext))
+    if W.ndim == 1:
+        B = dense_gram(Xc, W, fit_intercept)
+        for k in range(K):
+            G[k, :, k, :] = B
+    else:
+        for k in range(K):
+            for m in range(K):
+                G[k, :, m, :] = dense_gram(Xc, W[:, k, m], fit_intercept)
+    return G
+
+
 def dense_times(Xc, A, fit_intercept):
     """``X_ext A`` of a row chunk (A of dext rows), without the chunk's copy
     with the constant column."""
