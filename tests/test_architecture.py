@@ -100,28 +100,6 @@ def test_no_import_cycle_in_the_package():
     assert cycle is None, " -> ".join(cycle)
 
 
-def test_no_import_cycle_between_the_subpackages():
-    """The subpackages' own graph (a module of ``_sampling`` stands for
-    ``_sampling``) has no cycle either: the engine reads the diagnostics'
-    R-hat and ESS, so the diagnostics read nothing of the engine (the
-    estimators hand them their advice, ``_mixing_hint``)."""
-    def package(module):
-        parts = module.split(".")
-        inner = len(parts) >= 3 and (PACKAGE / parts[1]).is_dir()
-        return ".".join(parts[:2]) if inner else module
-
-    graph = {}
-    for module, targets in _import_graph().items():
-        graph.setdefault(package(module), set()).update(
-            package(t) for t in targets if package(t) != package(module))
-    for targets in list(graph.values()):
-        for t in targets:
-            graph.setdefault(t, set())
-    assert "skbayes_sg.diagnostics" in graph["skbayes_sg._sampling"]
-    cycle = _find_cycle(graph)
-    assert cycle is None, " -> ".join(cycle)
-
-
 def test_registries_cover_exactly_their_specs():
     assert set(SAMPLERS) == set(_specs.dynamics_for(_specs.LINEAR))
     assert set(SUBSAMPLINGS) == set(_specs.estimators_for(_specs.LINEAR))
