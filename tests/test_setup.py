@@ -271,6 +271,9 @@ def test_the_passes_over_many_rows_use_every_core_and_keep_their_bits(monkeypatc
     from skbayes_sg._sampling import _row_algebra
     from skbayes_sg._sampling._context import FitContext
 
+    # a dask LocalCluster started by an earlier test leaves OMP_NUM_THREADS=1
+    # in this process (distributed's pre-spawn environment)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     if _row_algebra.pass_threads() < 2:
         pytest.skip("one core: the passes run on one thread")
     rng = np.random.default_rng(4)
