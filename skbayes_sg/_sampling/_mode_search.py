@@ -207,12 +207,10 @@ class ModeSearchMixin:
         H = H if H_here is None else H_here
         stale, last = H_here is None, np.inf    # stale: H is not the Hessian at theta
         for _ in range(MAX_NEWTON_ITER):
-            step = cho_solve(self._posterior_cholesky(H, cho_factor), g)
-            decrement = float(np.sqrt(max(g @ step, 0.0)))
+            step, decrement = self._newton_step(H, g)
             if stale and decrement <= tol:
                 H, stale = self._hessian_at_last_rows(theta), False
-                step = cho_solve(self._posterior_cholesky(H, cho_factor), g)
-                decrement = float(np.sqrt(max(g @ step, 0.0)))
+                step, decrement = self._newton_step(H, g)
                 if decrement <= tol:
                     break
             exact = not stale or decrement > CHORD_MIN_CONTRACTION * last
@@ -228,6 +226,12 @@ class ModeSearchMixin:
         if stale:    # the curvature kept is the Hessian at the mode
             H = self._hessian_at_last_rows(theta)
         return theta, H
+
+    def _newton_step(self, H, g):
+        """The Newton step ``H^-1 g`` and its decrement ``sqrt(g^T H^-1 g)``
+        (the step's length in the posterior sds that H measures)."""
+        step = cho_solve(self._posterior_cholesky(H, cho_factor), g)
+        return step, float(np.sqrt(max(g @ step, 0.0)))
 
     def _hessian_at_last_rows(self, theta):
         """``grad^2 U(theta)`` where the latest :meth:`_value_grad_hessian`
@@ -277,8 +281,8 @@ class ModeSearchMixin:
         theta = self._newton_cg(tol=SPARSE_CG_TIGHTEN * MODE_TOL_SD)
         u, g, H = self._value_grad_hessian(theta)
         for _ in range(MAX_NEWTON_ITER):
-            step = cho_solve(self._posterior_cholesky(H, cho_factor), g)
-            if np.sqrt(max(g @ step, 0.0)) <= MODE_TOL_SD * np.sqrt(T):
+            step, decrement = self._newton_step(H, g)
+            if decrement <= MODE_TOL_SD * np.sqrt(T):
                 break
             new, values = self._line_search(theta, u, g, step, self._value_grad_hessian)
             if values is None:
