@@ -52,3 +52,45 @@ def test_set_step_moves_every_chain_and_only_the_chains():
     pool.set_step(0.5 * est.step_size_)
     np.testing.assert_array_equal(pool.step_sizes(), np.full(4, 0.5 * est.step_size_))
     assert spec.sampler_config["step_size"] == start
+
+
+def test_default_chain_workers_follow_the_cores_and_joblib_config(monkeypatch):
+    """``n_jobs=None`` runs one chain thread per core (at most
+    OMP_NUM_THREADS, at most one per chain), as scikit-learn's OpenMP
+    estimators; a joblib ``parallel_config`` or an explicit ``n_jobs``
+    decides instead; and the draws are those of ``n_jobs=1``."""
+    import joblib
+    from skbayes_sg._sampling import _runner
+    monkeypatch.setattr(_runner, "pass_threads", lambda: 2)
+    assert _runner.chain_workers(None, 4) == 2
+    assert _runner.chain_workers(None, 1) == 1
+    assert _runner.chain_workers(3, 4) == 3
+    with joblib.parallel_config(backend="threading"):
+        assert _runner.chain_workers(None, 4) is None
+    with joblib.parallel_config(n_jobs=1):
+        assert _runner.chain_workers(None, 4) is None
+    # the real count: OMP_NUM_THREADS caps it
+    from skbayes_sg._sampling._row_algebra import pass_threads
+    monkeypatch.setattr(_runner, "pass_threads", pass_threads)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert _runner.chain_workers(None, 4) == 1
+
+    seen = []
+    real = _runner.Parallel
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("n_jobs"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_runner, "pass_threads", lambda: 2)
+    monkeypatch.setattr(_runner, "Parallel", spy)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] + rng.logistic(size=300) > 0).astype(int)
+    kw = dict(n_samples=100, n_warmup=100, random_state=0, sampler="sgld", step_size=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        default = SGMCMCLogisticRegression(**kw).fit(X, y)
+        assert seen and set(seen) == {2}
+        one = SGMCMCLogisticRegression(n_jobs=1, **kw).fit(X, y)
+    np.testing.assert_array_equal(default.coef_samples_, one.coef_samples_)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from joblib import Parallel, delayed
+from joblib.parallel import BACKENDS, DEFAULT_BACKEND, get_active_backend
 
 from ._chain import ChainOracle, run_segment
 from ._dataset import RowData
@@ -25,6 +26,7 @@ from ._interrupt import StopPoll
 from ._lazy import LazyChain, lazy_supported
 from ._metric import Metric
 from ._registry import SAMPLERS, SUBSAMPLINGS
+from ._row_algebra import pass_threads
 
 # Calls into the nogil loop last about SEGMENT_SECONDS (the first one
 # FIRST_SEGMENT_STEPS steps, then at most double the last, sized from the
@@ -588,6 +590,11 @@ class ChainPool:
     def n_chains(self):
         return len(self.states)
 
+    @property
+    def workers(self):
+        """The chain rounds' joblib ``n_jobs`` (:func:`chain_workers`)."""
+        return chain_workers(self.n_jobs, self.n_chains)
+
     @contextmanager
     def session(self):
         """One joblib ``Parallel`` for every round: its workers (and, on a
@@ -598,7 +605,7 @@ class ChainPool:
                                         t_start=self.t_start)
         try:
             with progress_guard(self.progress), \
-                    Parallel(n_jobs=self.n_jobs, prefer="threads") as parallel:
+                    Parallel(n_jobs=self.workers, prefer="threads") as parallel:
                 self._parallel = parallel
                 try:
                     yield self
@@ -630,7 +637,7 @@ class ChainPool:
                     for s in self.states]
         if store is not None and keep:
             store.reserve(n_steps // thin)   # room for every chain's draws of this call
-        parallel = self._parallel or Parallel(n_jobs=self.n_jobs, prefer="threads")
+        parallel = self._parallel or Parallel(n_jobs=self.workers, prefer="threads")
         progress = self.progress
         if progress is not None:
             # warm-up windows are one phase; the plan may already hold this call
@@ -714,6 +721,26 @@ class ChainPool:
             F = np.asarray(new_metric["factor"])
             self.spec.bounds = (center, np.maximum(sd, np.sqrt(np.einsum("ij,ij->i", F, F))),
                                 max_sds)
+
+
+def chain_workers(n_jobs, n_chains):
+    """joblib's ``n_jobs`` for the chain rounds.
+
+    The user's ``n_jobs`` where set, and joblib's where a
+    ``parallel_config`` sets a backend or ``n_jobs`` (a dask cluster, an
+    outer loop's threads).  Otherwise (``None`` and no configuration) one
+    thread per core this process may run on, at most ``OMP_NUM_THREADS``
+    (:func:`~._row_algebra.pass_threads`) and one per chain: every default
+    fit uses the machine's cores the way scikit-learn's OpenMP estimators
+    do, and in the workers of an outer joblib loop (whose
+    ``OMP_NUM_THREADS`` joblib lowers) it keeps to its share.  The draws do
+    not depend on it."""
+    if n_jobs is not None:
+        return n_jobs
+    backend, configured = get_active_backend()
+    if configured is not None or type(backend) is not BACKENDS[DEFAULT_BACKEND]:
+        return None
+    return min(pass_threads(), max(int(n_chains), 1))
 
 
 def _scatter_once(X):

@@ -327,7 +327,7 @@ def _warm_up(pool, plan, out, continuing):
         _check(pool.advance(window, thin=thin, keep=True, adapt=restart,
                             phase="warm-up (metric)", store=store), "warm-up")
         windows.append(window)
-        new_metric = adapt_metric(store.draws(), pool.spec.metric, n_jobs=pool.n_jobs)
+        new_metric = adapt_metric(store.draws(), pool.spec.metric, n_jobs=pool.workers)
         del store   # freed before the next window's array exists
         if new_metric is None:
             break
@@ -575,7 +575,7 @@ def _sample(pool, plan, out):
         pool.plan_phase("sampling", int(plan.n_samples) * thin)
         advance(int(plan.n_samples) * thin)
         account()
-        out.ess, out.rhat, out.distinct = sampling_diagnostics(store.draws(), pool.n_jobs, out)
+        out.ess, out.rhat, out.distinct = sampling_diagnostics(store.draws(), pool.workers, out)
         return store, batch_sizes()
 
     target = float(plan.target_ess)
@@ -599,7 +599,7 @@ def _sample(pool, plan, out):
             break
         steps = affordable
         advance(steps)
-        ess, rhat, out.distinct = sampling_diagnostics(store.draws(), pool.n_jobs, out)
+        ess, rhat, out.distinct = sampling_diagnostics(store.draws(), pool.workers, out)
         out.ess, out.rhat = ess, rhat
         min_ess = float(np.nanmin(ess)) if np.any(np.isfinite(ess)) else 0.0
         max_rhat = float(np.nanmax(rhat)) if np.any(np.isfinite(rhat)) else np.inf

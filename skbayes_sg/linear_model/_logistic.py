@@ -140,7 +140,11 @@ _DOC_PARAMS = """
         child: the draws do not depend on ``n_jobs``.
     n_jobs : int, default=None
         Chains run in parallel with joblib (threads: the sampling loop
-        releases the GIL, so data are shared, not copied).
+        releases the GIL, so data are shared, not copied).  None: one
+        thread per core this process may use, at most ``OMP_NUM_THREADS``
+        and one per chain (as scikit-learn's OpenMP estimators), unless a
+        ``joblib.parallel_config`` sets the backend or ``n_jobs``.  The
+        draws are the same for any value.
     random_state : int, RandomState instance or None, default=None
         Seed of every random number of the fit.
     alpha : float, default=1.0
