@@ -24,6 +24,7 @@ from ._results import FitResultsMixin
 from ._sampling import _schedule
 from ._sampling._chain import EWSG_X_MODES
 from ._sampling._context import FitContext, FitSettings
+from ._sampling._noise_measure import batch_remeasure
 from ._sampling._registry import SAMPLERS, SUBSAMPLINGS
 from ._sampling._runner import ChainPool, ChainSpec, initial_state, note_interrupt
 from ._sampling._specs import (
@@ -355,12 +356,17 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
         plan = plan_rounds(self._setup_policy().p, ctx, setup, continuing)
         self.max_passes_, self._auto_seconds = plan.max_passes, plan.auto_seconds
         plan.retune = step_retuner(self.step_size, setup, pool)
+        remeasure = None if continuing else batch_remeasure(self._setup_policy(), ctx, setup)
+        plan.remeasure = remeasure
         self._extend_limits = None
         if self.max_passes == "auto" and self.max_time is None:
             self._extend_limits = (AUTO_EXTEND_SECONDS, AUTO_EXTEND_FACTOR)
             plan.extend_until = t_start + AUTO_EXTEND_SECONDS
             plan.extend_passes = AUTO_EXTEND_FACTOR * plan.max_passes
         outcome = self._run_chains(pool, plan, setup, continuing)
+        if remeasure is not None and remeasure.batch_size is not None:
+            setup = replace(setup, batch_size=remeasure.batch_size,
+                            subsampling_config=pool.spec.subsampling_config)
         if (self.step_size != "auto" and setup.metric["kind"] == "identity"
                 and SAMPLER_MODULES[setup.sampler].IDENTITY_STEP_CHECK
                 and not setup.metropolis):

@@ -363,15 +363,19 @@ def noise_per_row(ctx, spec, factor, kind, scale):
         return 0.0
     Q = ctx.resolved.posterior_row_cov
     E = ctx.row_noise_moments(spec.control, Q)
+    return ctx.noise_per_row(E, row_probabilities(ctx, spec), kind, factor, scale)
+
+
+def row_probabilities(ctx, spec):
+    """The probabilities ``p_i`` (summing to 1) with which estimator ``spec``
+    draws rows, or None for uniform draws."""
     if spec.weighting == "cvps":
         p = _cvps_weights(ctx)
     elif spec.weighting == "ps":
         p = _ps_weights(ctx)
     else:
-        p = None
-    if p is not None:
-        p = p / p.sum()
-    return ctx.noise_per_row(E, p, kind, factor, scale)
+        return None
+    return p / p.sum()
 
 
 #: estimators that accept ``access=`` (the others draw from their own weights)

@@ -108,6 +108,9 @@ class Plan:
     momentum_scale: float = 1.0   # stationary sd of the momenta (redrawn after a metric change)
     setup_evals: int = 0          # gradient evaluations spent before the chains
     retune: object = None         # () -> a smaller step (None: cannot), after a divergence
+    # (draws, pool) -> the batch chosen again from the noise measured on the
+    # first warm-up window's draws (_noise_measure.BatchRemeasure), or None
+    remeasure: object = None
     draws_dtype: object = np.float64  # storage type of the kept draws
     max_draws_bytes: int = 1 << 62    # memory budget of the kept draws
     # the automatic budget's seconds (max_passes="auto", max_time=None): its
@@ -327,6 +330,8 @@ def _warm_up(pool, plan, out, continuing):
         _check(pool.advance(window, thin=thin, keep=True, adapt=restart,
                             phase="warm-up (metric)", store=store), "warm-up")
         windows.append(window)
+        if plan.remeasure is not None:
+            _remeasure_noise(pool, plan, out, store.draws())
         new_metric = adapt_metric(store.draws(), pool.spec.metric, n_jobs=pool.workers)
         del store   # freed before the next window's array exists
         if new_metric is None:
@@ -353,6 +358,18 @@ def _warm_up(pool, plan, out, continuing):
                      if changed and last >= MIN_WARMUP_WINDOW else {"finish": True})
         _check(pool.advance(last, keep=False, adapt=adapt, phase="warm-up"), "warm-up")
     return total + _readapt_step(pool, plan, out)
+
+
+def _remeasure_noise(pool, plan, out, draws):
+    """Once a fit: the batch chosen again from the gradient noise measured
+    on a warm-up window's draws (:mod:`._noise_measure`); its row
+    evaluations count with the set-up's."""
+    remeasure, plan.remeasure = plan.remeasure, None
+    # the sampling's predicted cost: target ESS x steps per effective draw x batch
+    expected = plan.target_ess * max(plan.iat, 1.0) * pool.spec.subsampling_config["batch_size"]
+    batch = remeasure(draws, pool, expected)
+    plan.setup_evals += remeasure.n_grad_evals
+    out.log.append(("noise measured", remeasure.noise_model, remeasure.noise_measured, batch))
 
 
 def _first_window(pool, plan, first, adapt_start, finish=False):
