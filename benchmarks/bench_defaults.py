@@ -2,7 +2,7 @@
 
 For each posterior of ``_posteriors.py`` (diabetes ridge, australian, breast
 cancer and its nearly separable variant, a multinomial and an image problem,
-a9a), the estimator at its defaults (only the model set: ``alpha``,
+a9a at ``alpha`` 1 and at the pSGLD paper's 0.1), the estimator at its defaults (only the model set: ``alpha``,
 ``noise_var``, ``fit_intercept=False`` with an explicit column of ones) is
 compared with the reference posterior (exact for ridge, a long Metropolis-
 adjusted HMC run otherwise):
@@ -10,7 +10,8 @@ adjusted HMC run otherwise):
 * the largest error of a posterior mean, in posterior sds (target <= 0.1),
 * the range of the marginal sd ratios draws / reference (target 0.9-1.1),
 * data passes (every gradient evaluation, set-up included, / n; target
-  <= 10,000 on the small posteriors, <= 300 on a9a) and the set-up's share,
+  <= 10,000 on the small posteriors, <= 300 on a9a, <= 250 on a9a at
+  ``alpha=0.1``, issue 41's line) and the set-up's share,
 * wall time, the fit's own ESS / target and R-hat, and whether it warned;
 
 and, where numpyro is installed (``pip install numpyro``), NUTS in the same
@@ -36,7 +37,8 @@ from _posteriors import POSTERIORS, SMALL, errors, reference
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
 from skbayes_sg._sampling._registry import SAMPLERS, SUBSAMPLINGS
 
-TARGET = {"err": 0.10, "sd": 0.10, "passes_small": 10_000, "passes_a9a": 300}
+TARGET = {"err": 0.10, "sd": 0.10, "passes_small": 10_000, "passes_a9a": 300,
+          "passes_a9a_weak": 250}
 TARGET_MOMENTUM = {"err": 0.15, "sd": 0.15}
 
 
@@ -130,7 +132,8 @@ def main(argv=None):
     print(HEADER)
     results = {}
     for name, post in posts.items():
-        limit = TARGET["passes_a9a"] if name == "a9a" else TARGET["passes_small"]
+        limit = (TARGET["passes_a9a_weak"] if name == "a9a-alpha0.1" else
+                 TARGET["passes_a9a"] if name == "a9a" else TARGET["passes_small"])
         est, draws, sec, warned = fit(post)
         results[name] = row(name, est, draws, sec, warned, refs[name], TARGET, limit)
         if not args.no_nuts and name in SMALL:

@@ -1,4 +1,6 @@
-"""Chains on every core: 4 chains with ``n_jobs=2`` against ``n_jobs=1``.
+"""Chains on every core: 4 chains at the default ``n_jobs=None`` (one thread
+per core the process may use, at most ``OMP_NUM_THREADS``) against
+``n_jobs=1``.
 
 The chains run in threads (the loop releases the GIL; no process start-up,
 no copy of the data), each from its own seed, so the draws must be
@@ -11,9 +13,13 @@ identical:
 * SGLD on dense data (50,000 x 50 logistic, batch 50), 4 chains x 20,000
   draws (thin 10);
 * lazy SGLD on sparse data (the problem of ``bench_sparse_scaling.py`` at
-  d = 10^4: 100,000 rows, 20 non-zeros a row), 4 chains x 1,000 draws.
+  d = 10^4: 100,000 rows, 20 non-zeros a row), 4 chains x 1,000 draws;
+* the default estimator (only the draws fixed: 200 warm-up steps, 200
+  draws a chain) on the text-like d = 10^4 rows of ``bench_high_dim.py``
+  (``_textlike.text_like``, y above its median).
 
-Run it on idle cores: the speed-up is that of the machine's free cores.
+Run it on idle cores: the speed-up is that of the machine's free cores
+(the set-up's passes over CSR rows run on one).
 
 Usage: ``python benchmarks/bench_threads.py``
 """
@@ -23,6 +29,7 @@ import warnings
 
 import numpy as np
 
+from _textlike import text_like
 from bench_sparse_scaling import make_problem
 from skbayes_sg import SGMCMCLogisticRegression
 from skbayes_sg._sampling import _runner
@@ -66,17 +73,21 @@ def timed_fit(X, y, n_jobs, **params):
 def main():
     print(f"{os.cpu_count()} cores, 4 chains; wall time (s) of the chain rounds and of the "
           "whole fit (set-up and diagnostics run once, in the calling thread)")
-    print(f"{'fit':<42}{'chains 1':>9}{'chains 2':>9}{'speed-up':>9}"
-          f"{'fit 1':>8}{'fit 2':>8}{'speed-up':>9}  same draws")
+    print(f"{'fit':<42}{'chains 1':>9}{'default':>9}{'speed-up':>9}"
+          f"{'fit 1':>8}{'default':>8}{'speed-up':>9}  same draws")
+    X_text, z_text, _ = text_like()
     cases = [("dense 50,000 x 50, SGLD, 4 x 20,000 draws", dense_problem(),
               {"sampler": "sgld", "subsampling": "uniform", "batch_size": 50,
                "n_samples": 20_000, "thin": 10}),
              ("sparse d=10^4, lazy SGLD, 4 x 1,000 draws", make_problem(100_000, 10_000),
               {"sampler": "sgld", "subsampling": "uniform", "batch_size": 50,
-               "n_samples": 1000})]
+               "n_samples": 1000}),
+             ("text-like d=10^4, defaults, 4 x 200 draws",
+              (X_text, (z_text > np.median(z_text)).astype(int)),
+              {"n_warmup": 200, "n_samples": 200})]
     for label, (X, y), params in cases:
         t1, c1, one = timed_fit(X, y, 1, **params)
-        t2, c2, two = timed_fit(X, y, 2, **params)
+        t2, c2, two = timed_fit(X, y, None, **params)
         same = np.array_equal(one.coef_samples_, two.coef_samples_)
         lazy = " (lazy)" if two.lazy_ else ""
         print(f"{label:<42}{c1:9.1f}{c2:9.1f}{c1 / c2:8.2f}x{t1:8.1f}{t2:8.1f}{t1 / t2:8.2f}x"

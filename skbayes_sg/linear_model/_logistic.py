@@ -144,7 +144,8 @@ _DOC_PARAMS = """
         thread per core this process may use, at most ``OMP_NUM_THREADS``
         and one per chain (as scikit-learn's OpenMP estimators), unless a
         ``joblib.parallel_config`` sets the backend or ``n_jobs``.  The
-        draws are the same for any value.
+        draws are the same for any value, unless the time budget cuts a
+        phase short (where it cuts depends on the measured speed).
     random_state : int, RandomState instance or None, default=None
         Seed of every random number of the fit.
     alpha : float, default=1.0
