@@ -74,7 +74,11 @@ class BatchRemeasure:
         if m < 2 or per_chain < MIN_DRAWS_PER_CHAIN:
             return None
         picked = draws[:, np.linspace(0, N - 1, per_chain).astype(int)]
-        by_chain = [self._row_moments(picked[c]) for c in range(m)]
+        # the rows' residuals at the mode: the control variate's values
+        Xr = ctx.X[self.rows]
+        z0 = linear_predictor(Xr, ctx.mode().reshape(1, -1), ctx.fit_intercept)
+        control = ctx.glm.residual(z0, ctx.y[self.rows])[:, 0]
+        by_chain = [self._row_moments(Xr, control, picked[c]) for c in range(m)]
         E = ctx.row_noise_moments("fixed", ctx.resolved.posterior_row_cov)
         p = row_probabilities(ctx, SUBSAMPLINGS[self.setup.subsampling])
         inv_p = np.full(ctx.n, float(ctx.n)) if p is None else 1.0 / p
@@ -84,7 +88,6 @@ class BatchRemeasure:
         before = ctx.n_grad_evals
         rest = self.factor.T @ ctx.weighted_gram(w) @ self.factor
         self.n_grad_evals += ctx.n_grad_evals - before
-        Xr = ctx.X[self.rows]
         Fr = dense_times(Xr, self.factor, ctx.fit_intercept)      # (rows, dim): x_i^T L
 
         def noise(E_rows):
@@ -111,18 +114,16 @@ class BatchRemeasure:
         pool.spec.subsampling_config = {**pool.spec.subsampling_config, "batch_size": batch}
         return batch
 
-    def _row_moments(self, thetas):
+    def _row_moments(self, Xr, control, thetas):
         """``w_i^2 E[(r_i(theta) - r_i(mode))^2]`` over ``thetas`` (M, dim)
-        for the measured rows: one linear predictor a row and draw."""
+        for the measured rows ``Xr`` (``control``: their ``r_i(mode)``): one
+        linear predictor a row and draw."""
         ctx, rows = self.ctx, self.rows
-        Xr, yr = ctx.X[rows], ctx.y[rows]
         M = len(thetas)
         Z = linear_predictor(Xr, thetas, ctx.fit_intercept)                 # (rows, M)
-        z0 = linear_predictor(Xr, ctx.mode().reshape(1, -1), ctx.fit_intercept)
-        a = ctx.glm.residual(z0, yr)[:, 0]
-        r = ctx.glm.residual(Z.reshape(-1, 1), np.repeat(yr, M))[:, 0].reshape(len(rows), M)
+        r = ctx.glm.residual(Z.reshape(-1, 1), np.repeat(ctx.y[rows], M))[:, 0]
         self.n_grad_evals += len(rows) * M
-        E = np.mean((r - a[:, None]) ** 2, axis=1)
+        E = np.mean((r.reshape(len(rows), M) - control[:, None]) ** 2, axis=1)
         if ctx.sample_weight is not None:
             E = E * ctx.sample_weight[rows] ** 2
         return E

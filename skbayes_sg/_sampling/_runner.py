@@ -734,7 +734,8 @@ def chain_workers(n_jobs, n_chains):
     fit uses the machine's cores the way scikit-learn's OpenMP estimators
     do, and in the workers of an outer joblib loop (whose
     ``OMP_NUM_THREADS`` joblib lowers) it keeps to its share.  The draws do
-    not depend on it."""
+    not depend on it, unless the fit's time budget cuts a phase short (where
+    it cuts depends on the measured speed)."""
     if n_jobs is not None:
         return n_jobs
     backend, configured = get_active_backend()

@@ -108,8 +108,8 @@ class Plan:
     momentum_scale: float = 1.0   # stationary sd of the momenta (redrawn after a metric change)
     setup_evals: int = 0          # gradient evaluations spent before the chains
     retune: object = None         # () -> a smaller step (None: cannot), after a divergence
-    # (draws, pool) -> the batch chosen again from the noise measured on the
-    # first warm-up window's draws (_noise_measure.BatchRemeasure), or None
+    # (draws, pool, expected rows) -> the batch chosen again from the noise
+    # measured on the first warm-up window's draws (_noise_measure.BatchRemeasure)
     remeasure: object = None
     draws_dtype: object = np.float64  # storage type of the kept draws
     max_draws_bytes: int = 1 << 62    # memory budget of the kept draws
