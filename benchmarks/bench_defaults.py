@@ -128,7 +128,8 @@ def main(argv=None):
     print("\n== 1. Each estimator at its defaults, against the reference posterior ==")
     print(f"targets: max mean error <= {TARGET['err']} sd, every sd ratio within "
           f"{1 - TARGET['sd']:.2f}-{1 + TARGET['sd']:.2f}, passes <= "
-          f"{TARGET['passes_small']:,} (small) / {TARGET['passes_a9a']} (a9a)")
+          f"{TARGET['passes_small']:,} (small) / {TARGET['passes_a9a']} (a9a) / "
+          f"{TARGET['passes_a9a_weak']} (a9a-alpha0.1)")
     print(HEADER)
     results = {}
     for name, post in posts.items():
