@@ -438,3 +438,24 @@ def test_lazy_multinomial_with_weights_has_the_eager_law(monkeypatch):
           f"{np.abs(z_sd).max():.2f}; mean z^2 {np.mean(z_mean ** 2):.3f}, {np.mean(z_sd ** 2):.3f}")
     assert np.abs(z_mean).max() < 5.0 and np.abs(z_sd).max() < 5.0
     assert abs(np.mean(z_mean ** 2) - 1.0) < 0.25 and abs(np.mean(z_sd ** 2) - 1.0) < 0.25
+
+
+def test_a_lazy_warm_up_keeps_to_the_pass_budget():
+    """The automatic warm-up's first window of a lazy chain is cut to the
+    budget as an eager one is: SGLD at a small batch predicts an
+    autocorrelation of many thousand steps here (its first window, 10 of
+    them, ran whole: 459 passes of a 30-pass budget)."""
+    rng = np.random.default_rng(0)
+    n, d, nnz = 1500, 600, 3
+    cols = rng.integers(0, d, size=n * nnz)
+    X = sp.csr_matrix((np.ones(n * nnz), (np.repeat(np.arange(n), nnz), cols)), shape=(n, d))
+    X.sum_duplicates()
+    y = (rng.random(n) < 0.5).astype(int)
+    est = SGMCMCLogisticRegression(sampler="sgld", subsampling="uniform", batch_size=5,
+                                   metric="diagonal", n_samples=10, max_passes=30, n_chains=2,
+                                   random_state=0)
+    with pytest.warns(UserWarning):   # far too few steps to converge: it says so
+        est.fit(X, y)
+    assert est.lazy_
+    assert est.n_passes_ <= 30 + 2 * 10 * 5 / n, est.n_passes_
+    assert est.n_warmup_ > 100

@@ -375,13 +375,14 @@ def _remeasure_noise(pool, plan, out, draws):
 def _first_window(pool, plan, first, adapt_start, finish=False):
     """Run the first warm-up window (dual averaging started when
     ``adapt_start``, and ended after it when ``finish``); returns its
-    length.  Eager chains run its first
-    ``MIN_WARMUP_WINDOW`` steps, then the rest cut to half of what the
-    budget has left at the cost those steps measured (an eager chain's draws
-    do not depend on how its steps are split; a lazy chain's kernel is
-    seeded per call, so it runs the window whole)."""
+    length.  The chains run its first ``MIN_WARMUP_WINDOW`` steps, then
+    the rest cut to half of what the budget has left at the cost those steps
+    measured (an eager chain's draws do not depend on how its steps are
+    split; a lazy chain's kernel is seeded per call, so its draws depend on
+    the split, which is the same for every fit the budget does not cut; run
+    whole, one was 2 hours long at a 500-second budget)."""
     end = {"finish": True} if finish else {}
-    head = first if pool.spec.lazy else min(first, MIN_WARMUP_WINDOW)
+    head = min(first, MIN_WARMUP_WINDOW)
     rest = 0
     if first > head:
         _check(pool.advance(head, keep=False, adapt=adapt_start, phase="warm-up"), "warm-up")
