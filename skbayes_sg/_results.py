@@ -15,6 +15,7 @@ import numpy as np
 from ._sampling import _error_model, _schedule
 from ._sampling._metric import Metric
 from ._sampling._registry import SUBSAMPLINGS
+from ._sampling.samplers import BY_NAME as SAMPLER_MODULES
 from ._setup import STEP_ERROR_WARN
 from .diagnostics._advice import duration_words
 
@@ -183,11 +184,15 @@ class FitResultsMixin:
                 f"spread). {fix}."]
 
     def _mixing_hint(self):
+        """The convergence warning's last words: the dynamics' own hint (its
+        module's ``MIXING_HINT``), then the metric's or the data's."""
         if self.metric_ == "identity":
-            return ("metric='identity' (or sampler='psgld') moves every coordinate at the "
-                    "pace of the stiffest one; the default metric='auto' whitens the "
-                    "posterior and mixes far faster.")
-        return "Check the data are scaled (standardise X) and the model fits."
+            advice = ("metric='identity' (or sampler='psgld') moves every coordinate at the "
+                      "pace of the stiffest one; the default metric='auto' whitens the "
+                      "posterior and mixes far faster.")
+        else:
+            advice = "Check the data are scaled (standardise X) and the model fits."
+        return " ".join(filter(None, [SAMPLER_MODULES[self.sampler_].MIXING_HINT, advice]))
 
     def _discard_posterior(self, keep_chains):
         """Drop the draws of a failed fit (and the chains unless they can be retried).

@@ -3,7 +3,8 @@
 * No import cycle among the package's Python modules, counting the imports
   inside functions too (they defer a cycle to run time, they do not remove
   it); the package's ``__init__`` files re-export and are left out as
-  targets only where a module imports the package root.
+  targets only where a module imports the package root.  Nor among its
+  subpackages, each taken whole.
 * Every sampler and subsampling has exactly one definition (its spec in
   ``_sampling/_specs.py``); each engine's registry covers exactly the specs
   that name it, and the estimators' constraints, "does not act" rules and
@@ -97,6 +98,24 @@ def test_no_import_cycle_in_the_package():
     graph = _import_graph()
     assert "skbayes_sg._base" in graph and graph["skbayes_sg._base"]
     cycle = _find_cycle(graph)
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_no_import_cycle_between_the_subpackages():
+    """The engine (``_sampling``) reads the diagnostics' numbers; the
+    diagnostics know no sampler (each estimator writes its own hint), so the
+    two packages do not import each other (nor do any others)."""
+    graph = _import_graph()
+
+    def unit(module):       # a subpackage is one node, a top-level module another
+        return ".".join(module.split(".")[:2])
+
+    units = {}
+    for module, targets in graph.items():
+        units.setdefault(unit(module), set()).update(
+            unit(t) for t in targets if unit(t) != unit(module) and t != "skbayes_sg")
+    assert "skbayes_sg.diagnostics" in units["skbayes_sg._sampling"]
+    cycle = _find_cycle(units)
     assert cycle is None, " -> ".join(cycle)
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import ndtri
 
+from ..diagnostics._convergence import bulk_ess_and_rhat
 from ._draws import DrawStore
 from ._lazy import on_lazy_grid
 from ._metric import Metric
@@ -158,10 +159,6 @@ def diagnostics(draws, n_jobs=None, tail=False):
     """Bulk ESS and split R-hat per parameter of (n_chains, n_draws, dim)
     draws (``n_jobs`` threads over blocks of parameters: the fit's), and the
     tail ESS where ``tail``."""
-    # lazy: importing diagnostics._convergence runs the package's __init__,
-    # whose _advice imports _sampling.samplers, so a module-level import would
-    # make the two packages import each other (the estimators are not involved)
-    from ..diagnostics._convergence import bulk_ess_and_rhat
     return bulk_ess_and_rhat(draws, n_jobs, tail=tail)
 
 

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._sampling.samplers import BY_NAME as SAMPLER_MODULES
 from ._convergence import (
     MCMCConvergenceWarning, MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, _MIN_DRAWS, _SUMMARY_BLOCK_ELEMENTS,
     _as_chains, _final_estimator, _parameter_reader, _rank_block)
@@ -289,7 +288,7 @@ def convergence_messages(estimator, assessment):
         messages.append(_rhat_message(estimator, a, s, rec, bad_r))
     if messages:
         hint = getattr(estimator, "_mixing_hint", None)
-        hint = hint() if hint is not None else _generic_hint(estimator)
+        hint = hint() if hint is not None else ""
         if hint:
             messages[-1] += " " + hint
     return messages
@@ -405,13 +404,6 @@ def _shared_start(estimator):
     if isinstance(init, str) and init == "auto":   # overdispersed in a whitened metric
         init = "laplace" if getattr(estimator, "metric_", "identity") != "identity" else "mode"
     return not (isinstance(init, str) and init in ("prior", "laplace"))
-
-
-def _generic_hint(estimator):
-    """For estimators without their own ``_mixing_hint``."""
-    sampler = getattr(estimator, "sampler_", _params(estimator).get("sampler"))
-    module = SAMPLER_MODULES.get(sampler)
-    return module.MIXING_HINT if module is not None else ""
 
 
 def check_convergence(estimator, *, rhat_threshold=RHAT_THRESHOLD,
