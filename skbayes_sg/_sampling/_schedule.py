@@ -155,15 +155,10 @@ class ChainsDiverged(Exception):
         self.phase = phase
 
 
-def diagnostics(draws, n_jobs=None, tail=False):
-    """Bulk ESS and split R-hat per parameter of (n_chains, n_draws, dim)
-    draws (``n_jobs`` threads over blocks of parameters: the fit's), and the
-    tail ESS where ``tail``."""
-    return bulk_ess_and_rhat(draws, n_jobs, tail=tail)
-
-
 def sampling_diagnostics(draws, n_jobs=None, out=None):
-    """:func:`diagnostics` of the kept draws, and each chain's distinct
+    """Bulk ESS and split R-hat per parameter of the kept draws
+    (:func:`~skbayes_sg.diagnostics._convergence.bulk_ess_and_rhat`, ``n_jobs``
+    threads over blocks of parameters: the fit's), and each chain's distinct
     states (:func:`distinct_states`): ``(ess, rhat, distinct)``.  With an
     :class:`Outcome` ``out``, its ``ess_tail`` gets the tail ESS too (one
     sort of the draws serves both: the post-fit warning reads it).
@@ -177,9 +172,9 @@ def sampling_diagnostics(draws, n_jobs=None, out=None):
     account for the rejections, and an antithetic chain may exceed its
     draws)."""
     if out is not None:
-        ess, rhat, out.ess_tail = diagnostics(draws, n_jobs, tail=True)
+        ess, rhat, out.ess_tail = bulk_ess_and_rhat(draws, n_jobs, tail=True)
     else:
-        ess, rhat = diagnostics(draws, n_jobs)
+        ess, rhat = bulk_ess_and_rhat(draws, n_jobs)
     distinct = distinct_states(draws)
     n = draws.shape[1]
     stuck = stuck_chains(distinct, n)
@@ -518,7 +513,7 @@ def _squares_effective_draws(Z, n_jobs=None):
     a mean of squares, so these count for it (an antithetic sampler has more
     effective draws of z than of z^2)."""
     m, N = Z.shape[:2]
-    ess, _ = diagnostics((Z - Z.mean(axis=(0, 1))) ** 2, n_jobs)
+    ess, _ = bulk_ess_and_rhat((Z - Z.mean(axis=(0, 1))) ** 2, n_jobs)
     n_eff = float(np.nanmedian(ess)) if np.any(np.isfinite(ess)) else m * N
     return min(n_eff, m * N)
 
