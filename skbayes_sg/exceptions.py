@@ -1,7 +1,7 @@
 """The exceptions and warnings that skbayes_sg raises, in one public place
 (like :mod:`sklearn.exceptions`), shared by the linear and network engines."""
 
-__all__ = ["SamplingDivergedError"]
+__all__ = ["ClusterError", "SamplingDivergedError"]
 
 
 class SamplingDivergedError(FloatingPointError, ValueError):
@@ -10,4 +10,15 @@ class SamplingDivergedError(FloatingPointError, ValueError):
     Raised by ``fit`` of every estimator (linear models and the network); its
     message names the setting to change (usually a smaller ``step_size``).
     A subclass of both :class:`FloatingPointError` and :class:`ValueError`.
+    """
+
+
+class ClusterError(RuntimeError):
+    """A chain task the dask cluster could not complete.
+
+    Raised by ``fit`` under ``joblib.parallel_config(backend="dask")`` when
+    dask gives up on a chain's task (its workers died
+    ``distributed.scheduler.allowed-failures`` times) or the cluster lost its
+    data; the fit is abandoned.  Its message names the chains, the phase and
+    what to change.  A subclass of :class:`RuntimeError`.
     """

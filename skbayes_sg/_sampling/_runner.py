@@ -20,6 +20,7 @@ from joblib import Parallel, delayed
 from joblib.parallel import BACKENDS, DEFAULT_BACKEND, get_active_backend
 
 from ._chain import ChainOracle, run_segment
+from ._cluster import ClusterRounds, active_dask_backend, task_cancelled
 from ._dataset import RowData
 from ._estimators import Problem
 from ._interrupt import StopPoll
@@ -68,19 +69,23 @@ class ChainControl:
     waits for it to reach zero after setting the flag) and the fit's
     :class:`FitProgress` (or None).  The pool stops its chains on
     KeyboardInterrupt, or any error, in the thread that runs the fit.  Sent to
-    another process (loky, dask) it carries a flag nobody sets and no progress:
-    those backends end their workers themselves, and the pool reports a remote
-    chain's steps when its result comes back.
+    another process (loky, dask) it carries a new flag and no progress (the
+    pool reports a remote chain's steps when its result comes back), and its
+    ``stop_when``: a picklable function of nothing, asked after every segment
+    of a chain, that sets the flag when it returns True (on a dask worker:
+    :func:`._cluster.task_cancelled`, so a cancelled round stops within a
+    segment instead of running to its end).
     """
 
-    def __init__(self, progress=None):
+    def __init__(self, progress=None, stop_when=None):
         self.flag = np.zeros(1, dtype=np.int32)
         self.progress = progress
+        self.stop_when = stop_when
         self._lock = threading.Condition()
         self._running = 0
 
     def __reduce__(self):
-        return (ChainControl, ())
+        return (ChainControl, (None, self.stop_when))
 
     def stopped(self):
         return bool(self.flag[0])
@@ -103,6 +108,8 @@ class ChainControl:
     def report(self, chain_id, n_steps):
         if self.progress is not None:
             self.progress.add(chain_id, n_steps)
+        if self.stop_when is not None and self.stop_when():
+            self.flag[0] = 1
 
 
 class ChainStopped(Exception):
@@ -584,7 +591,7 @@ class ChainPool:
     results: list = field(default_factory=list)
     progress: object = None          # FitProgress (verbose > 0) or None
     t_start: float = None            # perf_counter() when the fit began (its set-up)
-    _parallel: object = None
+    _parallel: object = None         # joblib Parallel, or ClusterRounds on a dask cluster
 
     @property
     def n_chains(self):
@@ -597,22 +604,32 @@ class ChainPool:
 
     @contextmanager
     def session(self):
-        """One joblib ``Parallel`` for every round: its workers (and, on a
-        dask cluster, the data scattered to it) are set up once per fit."""
-        scattered = _scatter_once(self.X)
+        """The rounds' executor, set up once per fit: one joblib ``Parallel``
+        (its workers started once), or on joblib's dask backend the fit's own
+        dask tasks (:mod:`._cluster`: a lost worker is retried or raises, never
+        hangs; ``X`` is scattered to the workers once)."""
         if self.spec.verbose and self.progress is None:
             self.progress = FitProgress(self.n_chains, self.spec.verbose,
                                         t_start=self.t_start)
+        with progress_guard(self.progress), self._executor() as executor:
+            self._parallel = executor
+            try:
+                yield self
+            finally:
+                self._parallel = None
+
+    @contextmanager
+    def _executor(self):
+        backend = active_dask_backend()
+        if backend is None:
+            with Parallel(n_jobs=self.workers, prefer="threads") as parallel:
+                yield parallel
+            return
+        rounds = ClusterRounds(backend, self.X, self.y)
         try:
-            with progress_guard(self.progress), \
-                    Parallel(n_jobs=self.workers, prefer="threads") as parallel:
-                self._parallel = parallel
-                try:
-                    yield self
-                finally:
-                    self._parallel = None
+            yield rounds
         finally:
-            scattered()
+            rounds.close()
 
     def plan_phase(self, phase, steps):
         """Progress: the phase ``phase`` plans ``steps`` more steps per chain
@@ -637,7 +654,12 @@ class ChainPool:
                     for s in self.states]
         if store is not None and keep:
             store.reserve(n_steps // thin)   # room for every chain's draws of this call
-        parallel = self._parallel or Parallel(n_jobs=self.workers, prefer="threads")
+        if self._parallel is None:       # a call outside session(): its own executor
+            with self._executor() as self._parallel:
+                try:
+                    return self.advance(n_steps, thin, keep, adapt, phase, log_sizes, store)
+                finally:
+                    self._parallel = None
         progress = self.progress
         if progress is not None:
             # warm-up windows are one phase; the plan may already hold this call
@@ -645,12 +667,19 @@ class ChainPool:
             done0 = progress.done
         control = ChainControl(progress)
         try:
-            results = parallel(
-                delayed(run_chain)(self.X, self.y, self.spec, state, n_steps, thin, keep,
-                                   adapt, chain_id=c, phase=phase, log_sizes=log_sizes,
-                                   control=control,
-                                   sink=None if store is None else store.sink(c))
-                for c, state in enumerate(self.states))
+            if isinstance(self._parallel, ClusterRounds):
+                # in other processes: the draws come back; a cancelled task stops
+                results = self._parallel.run(run_chain, self.states, phase, spec=self.spec,
+                                             n_steps=n_steps, thin=thin, keep=keep,
+                                             adapt=adapt, log_sizes=log_sizes,
+                                             control=ChainControl(stop_when=task_cancelled))
+            else:
+                results = self._parallel(
+                    delayed(run_chain)(self.X, self.y, self.spec, state, n_steps, thin, keep,
+                                       adapt, chain_id=c, phase=phase, log_sizes=log_sizes,
+                                       control=control,
+                                       sink=None if store is None else store.sink(c))
+                    for c, state in enumerate(self.states))
         except BaseException:
             # KeyboardInterrupt (or any error) here: the chain threads still
             # running stop within a gradient; wait for them, so that nothing
@@ -742,20 +771,3 @@ def chain_workers(n_jobs, n_chains):
     if configured is not None or type(backend) is not BACKENDS[DEFAULT_BACKEND]:
         return None
     return min(pass_threads(), max(int(n_chains), 1))
-
-
-def _scatter_once(X):
-    """On joblib's dask backend, send ``X`` to the cluster once for the whole
-    fit: the backend scatters large arguments once per ``Parallel`` call
-    (one per round), except those it was given with
-    ``parallel_config(scatter=...)``, which it keeps in ``data_futures``.
-    Returns the clean-up.  Any other backend: nothing to do."""
-    from joblib.parallel import get_active_backend
-
-    backend, _ = get_active_backend()
-    futures = getattr(backend, "data_futures", None)
-    client = getattr(backend, "client", None)
-    if not isinstance(futures, dict) or client is None or id(X) in futures:
-        return lambda: None
-    futures[id(X)] = client.scatter(X, broadcast=True, hash=False)
-    return lambda: futures.pop(id(X), None)
