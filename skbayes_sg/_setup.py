@@ -17,11 +17,11 @@ import numpy as np
 from ._sampling import _error_model, _schedule
 from ._sampling._chain import EWSG_CYCLIC_MESSAGE
 from ._sampling._draws import resolve_budget, resolve_dtype
-from ._sampling._lazy import LAZY_SAMPLERS, LAZY_SUBSAMPLINGS, on_lazy_grid
+from ._sampling._lazy import on_lazy_grid
 from ._sampling._metric import Metric
 from ._sampling._registry import (
     ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise, noise_per_row)
-from ._sampling._specs import ineffective_settings
+from ._sampling._specs import LAZY_SAMPLERS, LAZY_SUBSAMPLINGS, ineffective_settings
 from ._sampling._spectrum import extreme_eigenpairs, extreme_eigenvalues
 from ._sampling.samplers import BY_NAME as SAMPLER_MODULES
 

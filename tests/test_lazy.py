@@ -29,6 +29,8 @@ from skbayes_sg._sampling._lazy import (LazyChain, lazy_supported, py_catch_up, 
                                         py_catch_up_pair, run_segment_lazy, on_lazy_grid)
 from skbayes_sg._sampling._metric import Metric
 from skbayes_sg._sampling import _estimators
+from skbayes_sg._sampling._specs import DYNAMICS as DYNAMICS_OF_LINEAR_ENGINE
+from skbayes_sg._sampling._specs import ESTIMATORS as SUBSAMPLINGS_OF_LINEAR_ENGINE
 
 Z = 4.5
 
@@ -459,3 +461,44 @@ def test_a_lazy_warm_up_keeps_to_the_pass_budget():
     assert est.lazy_
     assert est.n_passes_ <= 30 + 2 * 10 * 5 / n, est.n_passes_
     assert est.n_warmup_ > 100
+
+
+def _kernel_taken(monkeypatch, **params):
+    """Fit a small sparse logistic posterior with every sampler and
+    subsampling name offered to the lazy kernel (the definitions' ``lazy``
+    flags overridden); return whether a chain ran lazily."""
+    import skbayes_sg._setup as setup_rules
+    from skbayes_sg._sampling import _runner
+    from skbayes_sg._sampling._specs import DYNAMICS, ESTIMATORS
+    monkeypatch.setattr(setup_rules, "LAZY_SAMPLERS", tuple(DYNAMICS))
+    monkeypatch.setattr(setup_rules, "LAZY_SUBSAMPLINGS", tuple(ESTIMATORS))
+    built = []
+
+    def counting(*args, **kwargs):
+        built.append(True)
+        return LazyChain(*args, **kwargs)
+    monkeypatch.setattr(_runner, "LazyChain", counting)
+    X, y = _sparse_logistic(n=400, d=1000)
+    kw = dict(metric="identity", batch_size=10, step_size=1e-3, n_samples=10, n_warmup=10,
+              n_chains=1, n_jobs=1, random_state=0)
+    SGMCMCLogisticRegression(**dict(kw, **params)).fit(X, y)
+    return bool(built)
+
+
+@pytest.mark.parametrize("sampler", sorted(DYNAMICS_OF_LINEAR_ENGINE))
+def test_a_samplers_lazy_flag_is_what_the_kernel_takes(monkeypatch, sampler):
+    """``lazy=True`` in a dynamics' definition (what the set-up offers the
+    lazy kernel) agrees with the kernel itself (:func:`lazy_supported` on the
+    built chain): one flag in the sampler's file, no list of names."""
+    from skbayes_sg._sampling._specs import DYNAMICS
+    taken = _kernel_taken(monkeypatch, sampler=sampler, subsampling="cv")
+    assert taken == DYNAMICS[sampler].lazy
+
+
+@pytest.mark.parametrize("subsampling", sorted(SUBSAMPLINGS_OF_LINEAR_ENGINE))
+def test_a_subsamplings_lazy_flag_is_what_the_kernel_takes(monkeypatch, subsampling):
+    from skbayes_sg._sampling._specs import ESTIMATORS
+    taken = _kernel_taken(monkeypatch, sampler="sgld", subsampling=subsampling,
+                          metropolis=False,
+                          batch_size="auto" if subsampling == "full" else 10)
+    assert taken == ESTIMATORS[subsampling].lazy

@@ -104,10 +104,10 @@ def test_dual_averaging_finds_the_step_of_a_known_acceptance_curve():
 
 
 def test_the_networks_metropolis_dynamics_are_the_specs():
-    """The network's list is a subset of the specs' Metropolis dynamics (one
-    vocabulary), and each has a network class."""
-    from skbayes_sg._sampling._specs import DYNAMICS
+    """The dynamics flagged ``network_metropolis`` in their definitions (no
+    list of names) are Metropolis dynamics of the specs, and each has a
+    network class."""
+    from skbayes_sg._sampling._specs import DYNAMICS, NETWORK_METROPOLIS
     from skbayes_sg.neural_network._net_dynamics import NETWORK_DYNAMICS
-    from skbayes_sg.neural_network._network_settings import NETWORK_METROPOLIS
     for name in NETWORK_METROPOLIS:
         assert DYNAMICS[name].metropolis and name in NETWORK_DYNAMICS

@@ -90,6 +90,12 @@ class DynamicsSpec:
         ``theta`` moves through a momentum within a step, by ``~h**2 g`` (every
         momentum dynamics, and SG-HMC leapfrog, which redraws its momentum
         every step and so has no persistent one).
+    lazy : bool
+        The linear engine has an O(nnz) lazy kernel for it on sparse rows
+        (:mod:`._lazy`, which checks the built objects: ``tests/test_lazy.py``
+        checks that the two agree).
+    network_metropolis : bool
+        The network engine Metropolis-adjusts it (with exact gradients).
     """
 
     name: str
@@ -101,10 +107,17 @@ class DynamicsSpec:
     engines: frozenset = BOTH
     network_learning_rate: float = 0.2
     second_order: bool = False
+    lazy: bool = False
+    network_metropolis: bool = False
 
     def __post_init__(self):
         if self.has_momentum:   # a persistent momentum moves theta by ~h^2 g
             object.__setattr__(self, "second_order", True)
+        if self.lazy and LINEAR not in self.engines:
+            raise ValueError(f"{self.name}: a lazy kernel is the linear engine's")
+        if self.network_metropolis and not (self.metropolis and NETWORK in self.engines):
+            raise ValueError(f"{self.name}: network_metropolis needs metropolis and the "
+                             "network engine")
 
 
 @dataclass(frozen=True)
@@ -132,6 +145,10 @@ class EstimatorSpec:
     network_refusal : str or None
         Why the network estimator does not offer it (its error message names
         this reason); None for the estimators the network carries.
+    lazy : bool
+        The linear engine's lazy O(nnz) kernel (:mod:`._lazy`) draws its
+        minibatches (a fixed batch size, a fixed control variate or none,
+        with replacement).
     """
 
     name: str
@@ -143,3 +160,4 @@ class EstimatorSpec:
     control: object = "none"
     weighting: object = None
     network_refusal: object = None
+    lazy: bool = False

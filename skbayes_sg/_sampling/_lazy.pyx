@@ -58,11 +58,11 @@ from ._normal_stream cimport skb_normal_state, skb_normal_seed, skb_normal_fill_
 from libc.stdint cimport uint64_t
 
 
-#: the ``sampler`` and ``subsampling`` names this module has kernels for
-#: (``"uniform"`` with ``access="random"``); :func:`lazy_supported` checks the
-#: built objects
-LAZY_SAMPLERS = ("sgld", "sghmc", "uld", "baoab")
-LAZY_SUBSAMPLINGS = ("uniform", "cv", "preferential", "cv-preferential")
+# The ``sampler`` and ``subsampling`` names this module has kernels for are
+# flagged ``lazy`` in their definitions (``_specs.LAZY_SAMPLERS``,
+# ``LAZY_SUBSAMPLINGS``; ``"uniform"`` with ``access="random"``);
+# :func:`lazy_supported` checks the built objects, and tests/test_lazy.py
+# checks that the two agree.
 
 cdef enum LazyKind:
     LAZY_SGLD = 0

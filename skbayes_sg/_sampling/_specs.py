@@ -42,13 +42,13 @@ ESTIMATORS = {
                           network_refusal="the network has no exact-gradient "
                           "(Metropolis-adjusted) path; a minibatch gradient is its only "
                           "kind"),
-    "uniform": EstimatorSpec("uniform", engines=BOTH),
+    "uniform": EstimatorSpec("uniform", engines=BOTH, lazy=True),
     "ewsg": EstimatorSpec("ewsg", _EWSG, engines=BOTH, index_chain=True),
-    "cv": EstimatorSpec("cv", engines=BOTH, control="fixed"),
+    "cv": EstimatorSpec("cv", engines=BOTH, control="fixed", lazy=True),
     "preferential": EstimatorSpec("preferential", access=False, weighting="ps",
-                                  network_refusal=_PER_DATUM),
+                                  network_refusal=_PER_DATUM, lazy=True),
     "cv-preferential": EstimatorSpec("cv-preferential", access=False, control="fixed",
-                                     weighting="cvps", network_refusal=_PER_DATUM),
+                                     weighting="cvps", network_refusal=_PER_DATUM, lazy=True),
     "adaptive-cv": EstimatorSpec("adaptive-cv", _ADAPTIVE, control="fixed",
                                  network_refusal="its batch size follows a bound on the "
                                  "per-datum gradients' Lipschitz constants, which a "
@@ -65,6 +65,12 @@ ESTIMATORS = {
     "ewsg-svrg": EstimatorSpec("ewsg-svrg", _EWSG + ("snapshot_period",), index_chain=True,
                                control="snapshot", network_refusal=_EWSG_CONTROL),
 }
+
+#: the samplers and subsamplings with a lazy O(nnz) kernel on sparse rows
+LAZY_SAMPLERS = tuple(name for name, spec in DYNAMICS.items() if spec.lazy)
+LAZY_SUBSAMPLINGS = tuple(name for name, spec in ESTIMATORS.items() if spec.lazy)
+#: the samplers the network engine Metropolis-adjusts
+NETWORK_METROPOLIS = tuple(name for name, spec in DYNAMICS.items() if spec.network_metropolis)
 
 
 def dynamics_for(engine):

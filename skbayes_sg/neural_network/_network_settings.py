@@ -7,19 +7,14 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._sampling._specs import (DYNAMICS, ESTIMATORS, NETWORK, estimators_for,
-                                ineffective_settings, sampler_owners)
+from .._sampling._specs import (DYNAMICS, ESTIMATORS, NETWORK, NETWORK_METROPOLIS,
+                                estimators_for, ineffective_settings, sampler_owners)
 from .._sampling.samplers import BY_NAME as SAMPLER_MODULES
 
 # friction="auto": the momentum decay h * gamma per step of the underdamped
 # dynamics (the momentum-SGD analogue of momentum 0.9; for SGNHT, h A).
 # step_size="auto" is each spec's ``network_learning_rate``.
 _AUTO_MOMENTUM_DECAY = 0.1
-
-#: the dynamics whose network step is Metropolis-adjusted with exact gradients
-#: (MALA, :mod:`._net_metropolis`); the specs' other Metropolis dynamics,
-#: SG-HMC leapfrog (HMC), is the linear engine's only
-NETWORK_METROPOLIS = ("sgld",)
 
 
 def _same(a, b):

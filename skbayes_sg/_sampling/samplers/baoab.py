@@ -19,7 +19,7 @@ LISTED = 6
 DEFINITION = DynamicsSpec(
     "baoab", "underdamped Langevin by the BAOAB splitting of Leimkuhler and "
     "Matthews (second order, one gradient per step; ``friction``)", ("friction",),
-    has_momentum=True, network_learning_rate=0.01)
+    has_momentum=True, network_learning_rate=0.01, lazy=True)
 
 #: a second-order splitting: its bias on the remainder allows 0.5
 MAX_STEP = 0.5

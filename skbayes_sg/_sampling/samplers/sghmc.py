@@ -18,7 +18,7 @@ LISTED = 3
 DEFINITION = DynamicsSpec(
     "sghmc", "SG Hamiltonian Monte Carlo as underdamped Langevin integrated by "
     "Euler-Maruyama (``friction``)", ("friction",), has_momentum=True,
-    network_learning_rate=0.01)
+    network_learning_rate=0.01, lazy=True)
 
 MAX_STEP = 0.5
 #: the error model searches the friction too: Euler's bias depends on it

@@ -20,7 +20,8 @@ from ._common import (AUTO_STEP_FRACTION, Linear, MetropolisRule, dynamics_frame
 LISTED = 1
 DEFINITION = DynamicsSpec(
     "sgld", "stochastic gradient Langevin dynamics (an exponential integrator in a "
-    "whitened metric, MALA with exact gradients)", metropolis=True)
+    "whitened metric, MALA with exact gradients)", metropolis=True, lazy=True,
+    network_metropolis=True)
 
 #: largest whitened step of the error model: a first-order integrator's bias
 #: on the non-Gaussian remainder (user guide: "How the step is set")

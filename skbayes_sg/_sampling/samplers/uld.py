@@ -20,7 +20,7 @@ LISTED = 5
 DEFINITION = DynamicsSpec(
     "uld", "SG underdamped Langevin with the exact Ornstein-Uhlenbeck step of "
     "Cheng et al. (``friction``, ``inv_mass``)", ("friction", "inv_mass"),
-    has_momentum=True, network_learning_rate=0.01)
+    has_momentum=True, network_learning_rate=0.01, lazy=True)
 
 #: the remainder is frozen over a step: first order, like SGLD
 MAX_STEP = 0.3
