@@ -299,3 +299,39 @@ def test_identity_step_check_routes_agree(monkeypatch):
     iterative = predict()
     assert iterative[0] == pytest.approx(dense[0], rel=0.2)
     assert iterative[1] == pytest.approx(dense[1], rel=0.2)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_the_sparse_hessian_vector_product_is_scipys_and_ignores_the_cores(monkeypatch,
+                                                                           fit_intercept):
+    """The one-read CSR product (_sparse_forms.weighted_normal_product) gives
+    the bits of scipy's two products on one part of the rows, and from
+    PARALLEL_MIN_ROWS rows the same bits on one thread as on several (fixed
+    parts, summed in order), close to scipy's."""
+    rng = np.random.default_rng(5)
+
+    def scipy_product(ctx, w, v):
+        d = ctx.X.shape[1]
+        r = w * (ctx.X @ v[:d] + (v[d] if fit_intercept else 0.0))
+        out = np.zeros(ctx.dext)
+        out[:d] = ctx.X.T @ r
+        if fit_intercept:
+            out[d] = r.sum()
+        return ctx.alpha * v + out
+
+    for n in (500, 2000):
+        X = sp.random(n, 40, density=0.1, format="csr", random_state=n, dtype=np.float32)
+        ctx = FitContext(X, (rng.random(n) < 0.5).astype(float), GLM(LOGISTIC, 1), 0.9,
+                         fit_intercept, 10)
+        w, v = rng.random(n), rng.standard_normal(ctx.dim)
+        if n == 500:
+            assert np.array_equal(ctx.hessian_vector(w, v), scipy_product(ctx, w, v))
+            continue
+        monkeypatch.setattr(_curvature, "PARALLEL_MIN_ROWS", 1000)    # four parts
+        products = []
+        for threads in (1, 2, 3):
+            monkeypatch.setattr(_curvature, "pass_threads", lambda t=threads: t)
+            products.append(ctx.hessian_vector(w, v))
+        assert np.array_equal(products[0], products[1])
+        assert np.array_equal(products[0], products[2])
+        assert_allclose(products[0], scipy_product(ctx, w, v), rtol=1e-12, atol=1e-12)

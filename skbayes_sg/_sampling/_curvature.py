@@ -2,15 +2,22 @@
 Hessian-vector products, the largest eigenvalue and global or local bounds,
 per-datum curvature weights, the Laplace covariance, factor and metric,
 weighted Grams and the Hessian's diagonal (cached where they are reused)."""
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import solve_triangular
 
 from ._spectrum import largest_eigenvalue
 from ._glm import LOCAL_CURVATURE_SAFETY, linear_predictor
-from ._row_algebra import (MAX_DENSE_LAPLACE, ROW_CHUNK, _dense_ext, dense_gram_blocks,
-                           over_row_chunks, _power_iteration,
-                           _sparse_gram_blocks, _sparse_row_forms)
+from . import _sparse_forms
+from ._row_algebra import (MAX_DENSE_LAPLACE, PARALLEL_MIN_ROWS, ROW_CHUNK, _dense_ext,
+                           _float64, dense_gram_blocks, over_row_chunks, pass_threads,
+                           _power_iteration, _sparse_gram_blocks, _sparse_row_forms)
+
+#: fixed parts of the rows of a sparse Hessian-vector product from
+#: ``PARALLEL_MIN_ROWS`` rows (each its own d-vector; at most this many threads)
+HVP_PARTS = 4
 
 class CurvatureMixin:
     """The curvature pieces of :class:`~._context.FitContext` (they read its
@@ -19,6 +26,8 @@ class CurvatureMixin:
     def hessian_vector(self, hw, v):
         """``(grad^2 U) v`` from per-datum curvatures ``hw`` ((n,) or (n, K, K))."""
         K, dext, d = self.glm.n_outputs, self.dext, self.X.shape[1]
+        if sp.issparse(self.X) and self.X.format == "csr" and hw.ndim == 1:
+            return self.alpha * v + self._sparse_normal_product(hw, v)
         V = v.reshape(K, dext)
         out = np.zeros((K, dext))
         for start, Xc in self._blocks():
@@ -31,6 +40,44 @@ class CurvatureMixin:
         res = self.alpha * v
         res += out.ravel()
         return res
+
+    def _sparse_normal_product(self, w, v):
+        """``X_ext^T diag(w) X_ext v`` of CSR rows (one output) in one read of
+        the rows a product (:func:`._sparse_forms.weighted_normal_product`).
+
+        The same bits as scipy's two products below ``PARALLEL_MIN_ROWS``
+        rows (one part); from there ``HVP_PARTS`` fixed parts of the rows,
+        summed in order, on :func:`pass_threads` threads: the bits depend on
+        the rows, never on the cores."""
+        X, d = self.X, self.X.shape[1]
+        data = self._cache.get("csr_data64")
+        if data is None:
+            data = self._cache["csr_data64"] = _float64(X.data)
+        v = _float64(v)
+        intercept = float(v[d]) if self.fit_intercept else 0.0
+        w = _float64(w)
+        residual = np.empty(self.n)
+        parts = HVP_PARTS if self.n >= PARALLEL_MIN_ROWS else 1
+        edges = np.linspace(0, self.n, parts + 1).astype(np.intp)
+        outs = np.zeros((parts, d))
+
+        def part(p):
+            _sparse_forms.weighted_normal_product(X.indptr, X.indices, data, w, v[:d],
+                                                  intercept, edges[p], edges[p + 1],
+                                                  residual, outs[p])
+        threads = min(pass_threads(), parts)
+        if threads > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(part, range(parts)))
+        else:
+            for p in range(parts):
+                part(p)
+        out = np.zeros(self.dext)
+        for p in range(parts):              # in order: the bits do not depend on threads
+            out[:d] += outs[p]
+        if self.fit_intercept:
+            out[d] += residual.sum()
+        return out
 
     def hessian_max_eigenvalue(self, theta, col_scale=None, tol=1e-3):
         """lambda_max of ``G grad^2 U(theta) G``, G = diag(col_scale) (softmax
