@@ -94,3 +94,28 @@ def test_default_chain_workers_follow_the_cores_and_joblib_config(monkeypatch):
         assert seen and set(seen) == {2}
         one = SGMCMCLogisticRegression(n_jobs=1, **kw).fit(X, y)
     np.testing.assert_array_equal(default.coef_samples_, one.coef_samples_)
+
+
+def test_every_momentum_dynamics_saves_its_momentum_under_its_definitions_key():
+    """After a metric change the pool redraws each chain's momentum under its
+    definition's ``momentum_key`` (no list of key names): every dynamics
+    with a momentum saves it there, and the others save none."""
+    from skbayes_sg import SGMCMCRidge
+    from skbayes_sg._sampling._registry import SAMPLERS
+    from skbayes_sg._sampling._specs import DYNAMICS
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = X @ np.ones(3) + rng.normal(size=60)
+    keys = {DYNAMICS[name].momentum_key for name in SAMPLERS}
+    for name in SAMPLERS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # a short fit: only its state is read
+            est = SGMCMCRidge(sampler=name, n_samples=20, n_warmup=20, n_chains=1,
+                              random_state=0).fit(X, y)
+        saved = est._chain_states[0]["dynamics"]
+        definition = DYNAMICS[name]
+        if definition.has_momentum:
+            assert definition.momentum_key in saved, (name, sorted(saved))
+            assert saved[definition.momentum_key].shape == (4,)
+        else:
+            assert not keys & set(saved), (name, sorted(saved))

@@ -75,6 +75,11 @@ class DynamicsSpec:
         Keys of :data:`HYPERPARAMETERS` it owns (besides ``step_size``).
     has_momentum : bool
         It carries a momentum / velocity (stationary law N(0, T I) at start).
+    momentum_key : str
+        The key of that momentum in its kernel's saved state: the chains'
+        momenta are redrawn from their stationary law under this key after a
+        metric change (``tests/test_runner.py`` checks every momentum
+        dynamics' state has it).
     metropolis : bool
         Its proposal is reversible: Metropolis-adjustable with exact gradients.
     whitened : bool
@@ -102,6 +107,7 @@ class DynamicsSpec:
     doc: str
     hyperparameters: tuple = ()
     has_momentum: bool = False
+    momentum_key: str = "momentum"
     metropolis: bool = False
     whitened: bool = True
     engines: frozenset = BOTH

@@ -27,6 +27,7 @@ from ._interrupt import StopPoll
 from ._lazy import LazyChain, lazy_supported
 from ._metric import Metric
 from ._registry import SAMPLERS, SUBSAMPLINGS
+from ._specs import DYNAMICS
 from ._row_algebra import pass_threads
 
 # Calls into the nogil loop last about SEGMENT_SECONDS (the first one
@@ -726,6 +727,8 @@ class ChainPool:
         target) with each chain's own random stream, cached gradients dropped."""
         old = Metric.from_config(self.spec.metric)
         new = Metric.from_config(new_metric)
+        definition = DYNAMICS[self.spec.sampler]
+        momentum = definition.momentum_key if definition.has_momentum else None
         for state in self.states:
             theta = old.py_to_theta(state["theta"])
             state["theta"] = new.py_to_z(theta)
@@ -735,9 +738,8 @@ class ChainPool:
             bitgen = np.random.PCG64()
             bitgen.state = state["bit_generator"]
             gen = np.random.Generator(bitgen)
-            for key in ("momentum", "velocity"):
-                if key in dyn:
-                    dyn[key] = momentum_scale * gen.standard_normal(len(dyn[key]))
+            if momentum is not None:     # a KeyError here: the definition names another key
+                dyn[momentum] = momentum_scale * gen.standard_normal(len(dyn[momentum]))
             state["bit_generator"] = bitgen.state
             if "cache_scalars" in dyn:
                 dyn["cache_scalars"] = np.array([0.0, 0.0])

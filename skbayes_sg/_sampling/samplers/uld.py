@@ -20,7 +20,7 @@ LISTED = 5
 DEFINITION = DynamicsSpec(
     "uld", "SG underdamped Langevin with the exact Ornstein-Uhlenbeck step of "
     "Cheng et al. (``friction``, ``inv_mass``)", ("friction", "inv_mass"),
-    has_momentum=True, network_learning_rate=0.01, lazy=True)
+    has_momentum=True, momentum_key="velocity", network_learning_rate=0.01, lazy=True)
 
 #: the remainder is frozen over a step: first order, like SGLD
 MAX_STEP = 0.3
@@ -54,7 +54,7 @@ def prepare(ctx, theta0, step_size, friction, noise, temperature):
 
 def build(dim, cfg, state, generator):
     from .. import _dynamics
-    v0 = (None if state and "velocity" in state
+    v0 = (None if state and DEFINITION.momentum_key in state
           else stationary_momentum(generator, dim, cfg, cfg["inv_mass"]))
     dyn = _dynamics.ULD(dim, cfg["step_size"], cfg["temperature"], friction=cfg["friction"],
                         inv_mass=cfg["inv_mass"], v0=v0,
