@@ -33,6 +33,8 @@ def _cases():
         "antithetic": _ar1(-0.6, (30, 4, 300), 1),
         # autocorrelation past the direct sums: the FFT fallback
         "slow": _ar1(0.97, (30, 4, 600), 2),
+        # a lag-1 autocorrelation past EARLY_FLAG_RHO1: the FFT at once
+        "very slow": _ar1(0.995, (30, 4, 600), 4),
         "ties": ties,
         "binary": (rng.random((30, 2, 16)) < 0.3).astype(float),
         "shifted chains": rng.standard_normal((10, 4, 50)) + np.arange(4)[None, :, None],
@@ -60,6 +62,30 @@ def test_slow_chains_take_the_fft_route():
     fallback = np.zeros(5, dtype=np.int32)
     rank_diagnostics(a, C._score_table(4 * 2 * 300), True, True, *out, fallback)
     assert np.all(fallback & 1) and np.all(np.isnan(out[0]))
+
+
+def test_very_slow_chains_go_to_the_fft_at_once_with_the_kernels_scores(monkeypatch):
+    """Past ``EARLY_FLAG_RHO1`` at lag 1 the kernel flags a parameter before
+    any direct sum beyond lag 1 and hands its scores over: the ESS is then
+    numpy's definition bit for bit (no second sort, the same scores).  Chains
+    too short for the sequence to reach the limit are never flagged early."""
+    from skbayes_sg.diagnostics import _rank_kernel
+    assert 0.1 ** (1 / (2 * MAX_DIRECT_PAIRS)) == pytest.approx(_rank_kernel.EARLY_FLAG_RHO1,
+                                                                 abs=5e-4)
+    a = _ar1(0.995, (6, 4, 600), 5)
+    sorts = []
+    real = C._z_scale
+    monkeypatch.setattr(C, "_z_scale", lambda x: sorts.append(x.shape) or real(x))
+    ess_bulk, _, _ = C._rank_block(a, bulk=True)
+    assert sorts == []                       # the kernel's scores were used
+    monkeypatch.setattr(C, "_z_scale", real)
+    np.testing.assert_array_equal(ess_bulk, C._ess_numpy(a, "bulk"))
+    out = [np.full(6, np.nan) for _ in range(3)]
+    for n, flagged in ((600, True), (60, False)):     # k_max 148 / 13 pairs
+        fallback = np.zeros(6, dtype=np.int32)
+        _rank_kernel.rank_diagnostics(a[:, :, :n], C._score_table(4 * 2 * (n // 2)), True,
+                                      False, *out, fallback)
+        assert bool(np.all(fallback & 1)) is flagged
 
 
 def test_fit_diagnostics_use_the_kernel_in_threads():

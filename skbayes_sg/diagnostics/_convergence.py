@@ -435,13 +435,14 @@ def _rank_block(a, bulk=True, tail=False):
         return tuple(out)
     ess_bulk, rhat, ess_tail = out
     fallback = np.zeros(P, dtype=np.int32)
+    # the flagged parameters' scores, for the FFT (pages touched only for them)
+    scores = np.empty((P, 2 * m * (n // 2))) if bulk else None
     # the kernel skips parameters with non-finite draws (their NaN stays)
     rank_diagnostics(a, _score_table(2 * m * (n // 2)), bulk, tail, ess_bulk, rhat, ess_tail,
-                     fallback)
+                     fallback, scores)
     slow = np.flatnonzero(fallback & 1)
     if slow.size:
-        ess_bulk[slow] = _ess_basic(_z_scale(_split_chains(
-            np.asarray(a[slow], dtype=np.float64))))
+        ess_bulk[slow] = _ess_basic(scores[slow].reshape(slow.size, 2 * m, n // 2))
     slow = np.flatnonzero(fallback & 2)
     if slow.size:
         ess_tail[slow] = _ess_numpy(np.asarray(a[slow], dtype=np.float64), "tail")

@@ -14,7 +14,14 @@ draws folded about their median once more, and sums the autocovariances
 lag by lag until Geyer's initial positive sequence ends.  That sum is
 direct, O(chains x draws) a lag, and stops after ``MAX_DIRECT_PAIRS`` pairs
 of lags: a parameter whose autocorrelation runs longer is flagged, and the
-caller computes its ESS by FFT (numpy) instead.
+caller computes its ESS by FFT (numpy) instead, from the scores the kernel
+hands it (no second sort).  A lag-1 autocorrelation above
+``EARLY_FLAG_RHO1`` flags a parameter at once where the sequence could run
+that long: an AR(1) chain's pairs are still ~0.2 at lag 64 there, so the
+direct sums would run to the limit and be thrown away (on a 10^4-parameter
+fit of 4 x 1,000 draws that mixed badly they were a third of the
+diagnostics).  Either route gives the same ESS to rounding: the FFT is the
+definition.
 """
 from cython cimport floating
 from libc.math cimport floor, sqrt, log10, fabs, isfinite, NAN, INFINITY
@@ -29,6 +36,9 @@ ctypedef pair[double, Py_ssize_t] Item
 #: pairs of autocorrelation lags summed directly (beyond: flagged for the FFT)
 cdef Py_ssize_t _MAX_DIRECT_PAIRS = 32
 MAX_DIRECT_PAIRS = _MAX_DIRECT_PAIRS
+#: a lag-1 autocorrelation above which the FFT is taken at once (0.1 ** (1 / 64))
+cdef double _EARLY_FLAG_RHO1 = 0.965
+EARLY_FLAG_RHO1 = _EARLY_FLAG_RHO1
 # ``np.finfo(np.float64).resolution``: a parameter whose draws span less is constant
 cdef double RESOLUTION = 1e-15
 
@@ -124,6 +134,9 @@ cdef double _ess_basic(const double* x, Py_ssize_t M, Py_ssize_t h, double* mv,
             return NAN
         r_even = 1.0 if k == 0 else _rho(x, M, h, mv, 2 * k, mean_var, var_plus)
         r_odd = _rho(x, M, h, mv, 2 * k + 1, mean_var, var_plus)
+        if k == 0 and r_odd > _EARLY_FLAG_RHO1 and k_max >= _MAX_DIRECT_PAIRS:
+            flag[0] = 1
+            return NAN
         pair_sum = r_even + r_odd
         if pair_sum <= 0.0 or k == k_max:
             break
@@ -171,7 +184,7 @@ cdef inline double _quantile(const double* srt, Py_ssize_t N, double q) noexcept
 
 def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bulk,
                      bint tail, double[::1] ess_bulk, double[::1] rhat,
-                     double[::1] ess_tail, int[::1] fallback):
+                     double[::1] ess_tail, int[::1] fallback, double[:, ::1] scores=None):
     """Bulk ESS and R-hat (``bulk``), tail ESS (``tail``) of (P, m, n) draws,
     into the given arrays; a parameter with a non-finite draw is skipped (its
     entries are left as they are: the caller's NaN).
@@ -183,14 +196,16 @@ def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bu
     ``table[j]`` is the Blom score of average rank ``(j + 2) / 2`` among the
     ``2 m (n // 2)`` split draws.  ``fallback[p]`` gets 1 where the bulk ESS
     needs the FFT, 2 where the tail ESS does (3: both); those entries are
-    NaN.
+    NaN.  ``scores`` (P, 2 m (n // 2)), if given, gets the rank-normalised
+    split draws of each parameter flagged for the bulk FFT (the bits of
+    ``_convergence._z_scale(_split_chains(a))``); its other rows are left.
     """
     cdef Py_ssize_t P = a.shape[0], m = a.shape[1], n = a.shape[2]
     cdef Py_ssize_t h = n // 2, M = 2 * m, Ns = M * h, Nf = m * n
     cdef Py_ssize_t p, c, t, i, lo, hi
     cdef double med, q, e, r_bulk, r_fold, e_lo, e_hi
     cdef int flag
-    cdef bint finite
+    cdef bint finite, keep_scores = scores is not None
     cdef vector[Item] items
     cdef vector[double] xs, z, work, srt, means
     cdef vector[Py_ssize_t] order
@@ -227,6 +242,9 @@ def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bu
                 ess_bulk[p] = _ess_basic(&z[0], M, h, &means[0], &flag)
                 if flag:
                     fallback[p] |= 1
+                    if keep_scores:
+                        for i in range(Ns):
+                            scores[p, i] = z[i]
                 # the draws folded about their median (Ns is even; np.median's
                 # arithmetic, as ArviZ's tail R-hat): the sorted halves folded
                 # are two ascending runs, merged in linear time
