@@ -8,7 +8,7 @@ fit's stopping rule and its post-fit warning, where they ran over every
 parameter after every sampling round (10^6 parameters x 20 draws: 6.4 s of a
 7.3 s one-pass fit in numpy).
 
-Per parameter it sorts the split draws once (the bulk ranks, averaged over
+Per parameter it sorts the split draws once (a radix sort; the bulk ranks, averaged over
 ties as ``rankdata(method="average")``; Blom scores from a table), sorts the
 draws folded about their median once more, and sums the autocovariances
 lag by lag until Geyer's initial positive sequence ends.  That sum is
@@ -25,6 +25,8 @@ definition.
 """
 from cython cimport floating
 from libc.math cimport floor, sqrt, log10, fabs, isfinite, NAN, INFINITY
+from libc.stdint cimport uint64_t
+from libc.string cimport memcpy
 from libcpp.algorithm cimport sort
 from libcpp.pair cimport pair
 from libcpp.vector cimport vector
@@ -41,6 +43,70 @@ cdef double _EARLY_FLAG_RHO1 = 0.965
 EARLY_FLAG_RHO1 = _EARLY_FLAG_RHO1
 # ``np.finfo(np.float64).resolution``: a parameter whose draws span less is constant
 cdef double RESOLUTION = 1e-15
+
+
+cdef enum:
+    RADIX_BITS = 11
+    RADIX_BUCKETS = 1 << RADIX_BITS
+
+
+cdef inline uint64_t _order_key(double v) noexcept nogil:
+    """The bits of a finite double as an unsigned integer in the same order
+    (-0.0 just below +0.0: adjacent, so still one run of ties)."""
+    cdef uint64_t u
+    memcpy(&u, &v, 8)
+    return ~u if u >> 63 else u | (<uint64_t> 1 << 63)
+
+
+cdef void _radix_sort(const double* values, Py_ssize_t N, Item* items, uint64_t* keys,
+                      uint64_t* keys_tmp, Py_ssize_t* idx, Py_ssize_t* idx_tmp,
+                      Py_ssize_t* counts) noexcept nogil:
+    """``items[i] = (values[j], j)`` in ascending order of the values (ties
+    in any order: their scores are shared), by a least-significant-digit
+    radix sort of the keys (6 passes of 11 bits, a pass skipped where every
+    key has one digit: the sign and exponent of draws of one scale).  In
+    place of ``std::sort`` of the pairs: 10^4 parameters of 4 x 1,000 draws
+    took 3.9 s through ``bulk_ess_and_rhat`` instead of 5.2 s."""
+    cdef Py_ssize_t i, b, shift, total
+    cdef uint64_t* k_src = keys
+    cdef uint64_t* k_dst = keys_tmp
+    cdef Py_ssize_t* i_src = idx
+    cdef Py_ssize_t* i_dst = idx_tmp
+    cdef uint64_t* k_swap
+    cdef Py_ssize_t* i_swap
+    cdef Py_ssize_t digit
+    for i in range(N):
+        keys[i] = _order_key(values[i])
+        idx[i] = i
+    shift = 0
+    while shift < 64:
+        for b in range(RADIX_BUCKETS):
+            counts[b] = 0
+        for i in range(N):
+            counts[(k_src[i] >> shift) & (RADIX_BUCKETS - 1)] += 1
+        if counts[(k_src[0] >> shift) & (RADIX_BUCKETS - 1)] == N:
+            shift += RADIX_BITS
+            continue
+        total = 0
+        for b in range(RADIX_BUCKETS):
+            digit = counts[b]
+            counts[b] = total
+            total += digit
+        for i in range(N):
+            digit = (k_src[i] >> shift) & (RADIX_BUCKETS - 1)
+            k_dst[counts[digit]] = k_src[i]
+            i_dst[counts[digit]] = i_src[i]
+            counts[digit] += 1
+        k_swap = k_src
+        k_src = k_dst
+        k_dst = k_swap
+        i_swap = i_src
+        i_src = i_dst
+        i_dst = i_swap
+        shift += RADIX_BITS
+    for i in range(N):
+        items[i].first = values[i_src[i]]
+        items[i].second = i_src[i]
 
 
 cdef void _scores(Item* items, Py_ssize_t N, const double* table, double* out) noexcept nogil:
@@ -208,7 +274,8 @@ def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bu
     cdef bint finite, keep_scores = scores is not None
     cdef vector[Item] items
     cdef vector[double] xs, z, work, srt, means
-    cdef vector[Py_ssize_t] order
+    cdef vector[Py_ssize_t] order, idx, idx_tmp, counts
+    cdef vector[uint64_t] keys, keys_tmp
     if h < 2:
         raise ValueError("rank_diagnostics needs at least 4 draws per chain")
     items.resize(Nf if Nf > Ns else Ns)
@@ -217,6 +284,11 @@ def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bu
     work.resize(Ns)
     srt.resize(Nf if Nf > Ns else Ns)
     order.resize(Ns)
+    idx.resize(Ns)
+    idx_tmp.resize(Ns)
+    keys.resize(Ns)
+    keys_tmp.resize(Ns)
+    counts.resize(RADIX_BUCKETS)
     means.resize(M)
     with nogil:
         for p in range(P):
@@ -233,10 +305,8 @@ def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bu
                     xs[(m + c) * h + t] = a[p, c, n - h + t]
             flag = 0
             if bulk:
-                for i in range(Ns):
-                    items[i].first = xs[i]
-                    items[i].second = i
-                sort(items.begin(), items.begin() + Ns)
+                _radix_sort(&xs[0], Ns, &items[0], &keys[0], &keys_tmp[0], &idx[0],
+                            &idx_tmp[0], &counts[0])
                 _scores(&items[0], Ns, &table[0], &z[0])
                 r_bulk = _rhat_basic(&z[0], M, h, &means[0])
                 ess_bulk[p] = _ess_basic(&z[0], M, h, &means[0], &flag)
