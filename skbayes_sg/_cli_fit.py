@@ -114,10 +114,9 @@ WRAP = 88               # width of the wrapped convergence warnings
 MLP_DENSE_LIMIT = 2 ** 28
 # hand-written flags that SGMCMCMLPClassifier has no parameter for, and their
 # values when not given
-NOT_MLP = {"metric": ("--metric", "auto"), "init": ("--init", "auto"),
-           "n_jobs": ("--n-jobs", None)}
+NOT_MLP = {"metric": ("--metric", "auto"), "n_jobs": ("--n-jobs", None)}
 # hand-written flags whose default "auto" means the network's own default
-MLP_AUTO_IS_DEFAULT = ("sampler", "subsampling", "n_samples", "n_warmup", "thin")
+MLP_AUTO_IS_DEFAULT = ("sampler", "subsampling", "n_samples", "n_warmup", "thin", "init")
 
 
 class DataError(ValueError):
@@ -512,10 +511,11 @@ def _mlp_hand_written(args):
 
     ``--n-chains``, ``--step-size``, ``--batch-size``, ``--seed`` and
     ``--verbose`` are passed as always; ``--sampler``, ``--subsampling``,
-    ``--n-samples``, ``--n-warmup`` and ``--thin`` only when not ``auto`` (the
-    network's own defaults apply), ``--alpha`` only when given. ``--metric``,
-    ``--init`` and ``--n-jobs``, which the network does not have, raise
-    :class:`DataError` when given a value other than their default.
+    ``--n-samples``, ``--n-warmup``, ``--thin`` and ``--init`` only when not
+    ``auto`` (the network's own defaults apply), ``--alpha`` only when given.
+    ``--metric`` and ``--n-jobs``, which the network does not have, and the
+    starts of ``--init`` that only the linear models have, raise
+    :class:`DataError` when given.
     """
     for name, (flag, unset) in NOT_MLP.items():
         if getattr(args, name) != unset:
@@ -523,6 +523,12 @@ def _mlp_hand_written(args):
                 f"{flag} does not apply to --model mlp: it is a parameter of "
                 f"{', '.join('--model ' + m for m in LINEAR)} "
                 f"({', '.join(MODELS[m].__name__ for m in LINEAR)}) only.")
+    starts = SGMCMCMLPClassifier._parameter_constraints["init"][0].options
+    if args.init not in starts:
+        raise DataError(
+            f"--init {args.init} does not apply to --model mlp: the network starts at "
+            f"{' or '.join(sorted(starts))}; {args.init!r} is a start of "
+            f"{', '.join('--model ' + m for m in LINEAR)} only.")
     params = dict(n_chains=args.n_chains, step_size=args.step_size,
                   batch_size=args.batch_size, random_state=args.seed,
                   verbose=int(args.verbose))

@@ -463,7 +463,8 @@ def test_mlp_flags_and_refusals(csv_classification, tmp_path, capsys, monkeypatc
     assert status == 2
     assert "--hidden-layer-sizes" in err and "--model logistic" in err and "mlp" in err
     for argv, flag in ((["--noise-var", "1"], "--noise-var"), (["--metric", "dense"], "--metric"),
-                       (["--n-jobs", "2"], "--n-jobs"), (["--access", "cyclic"], "--access")):
+                       (["--n-jobs", "2"], "--n-jobs"), (["--access", "cyclic"], "--access"),
+                       (["--init", "laplace"], "--init")):
         status, _, err = _run([path, "--target", "label", "--model", "mlp", *argv], capsys)
         assert status == 2 and flag in err and "--model mlp" in err, (argv, err)
     pytest.importorskip("torch")
@@ -486,7 +487,8 @@ def test_mlp_flag_values():
     assert params["dtype"] == "float64" and params["class_weight"] == "balanced"
     assert params["snapshot_period"] == 7 and params["sampler"] == "sghmc"
     # "auto" hand-written flags leave the network's defaults; the others are passed
-    assert "n_samples" not in params and "subsampling" not in params
+    assert "n_samples" not in params and "subsampling" not in params and "init" not in params
+    assert _cli_fit.estimator_params(parser.parse_args(argv + ["--init", "mode"]))["init"] == "mode"
     assert params["n_chains"] == 4 and params["random_state"] == 0
     for text, value in (("()", ()), ("(100,)", (100,)), ("[3, 4]", (3, 4)), ("7", (7,))):
         args = parser.parse_args(argv + ["--hidden-layer-sizes", text])

@@ -53,6 +53,7 @@ _CONSTRAINTS = {
     "power_t": [Interval(Real, 0, None, closed="left")],
     "temperature": [Interval(Real, 0, None, closed="neither")],
     "class_weight": [StrOptions({"balanced"}), dict, None],
+    "init": [StrOptions({"auto", "mode"})],
     **hyperparameter_constraints(),  # friction, inv_mass, n_leapfrog
     "ewsg_chain_length": [Interval(Integral, 1, None, closed="left")],
     "snapshot_period": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
@@ -265,6 +266,16 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
         its ``sample_weight``. :meth:`partial_fit` computes ``"balanced"``
         on each call's rows (each call targets the posterior given them).
 
+    init : {"auto", "mode"}, default="auto"
+        Where each chain starts. ``"auto"``: Glorot-initialised weights
+        (each chain its own draw). ``"mode"``: from there, the mode Adam
+        finds (``map_epochs`` passes at ``map_learning_rate``, the search
+        ``subsampling="cv"`` makes), so every chain starts in the basin of
+        its own point estimate, as the members of a deep ensemble do, and
+        the warm-up only has to equilibrate within it. The mode is that of
+        ``exp(-U / temperature)`` at every temperature. A ``warm_start``
+        continuation keeps its chains where they are.
+
 {friction_doc}
         Here ``"auto"`` is ``0.1 / h``, a momentum decay ``h * gamma`` (for
         ``"sgnht"``, ``h * A``) of 0.1 per step (the momentum-SGD analogue of
@@ -288,7 +299,8 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
 
     map_epochs : int, default=10
         Passes of Adam over the data to find the mode used by
-        ``subsampling="cv"``; 0 uses the initial parameters as the anchor.
+        ``subsampling="cv"`` and ``init="mode"``; 0 uses the initial
+        parameters as the anchor (and start).
 
     map_learning_rate : float, default=1e-3
         Adam learning rate for that search (on the mean loss ``U / n_rows``).
@@ -483,6 +495,7 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         power_t=0.55,
         temperature=1.0,
         class_weight=None,
+        init="auto",
         friction="auto",
         inv_mass=1.0,
         n_leapfrog="auto",
@@ -520,6 +533,7 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         self.power_t = power_t
         self.temperature = temperature
         self.class_weight = class_weight
+        self.init = init
         self.friction = friction
         self.inv_mass = inv_mass
         self.n_leapfrog = n_leapfrog

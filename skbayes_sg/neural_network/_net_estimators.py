@@ -65,15 +65,23 @@ class NetworkGradientsMixin:
 
     # ----------------------------------------------------------- CV mode
     def _find_mode(self):
-        """MAP estimate for control variates: Adam on ``U(theta) / n_eff``
-        (``n_eff`` the total weight: ``n`` without weights).
-
-        ``map_epochs`` passes of minibatches of size ``batch_size`` with
-        learning rate ``map_learning_rate``, started from the chain's
-        initial parameters; the chain then starts at the mode.
-        """
+        """MAP estimate for control variates (:meth:`_adam_mode` from the
+        chain's initial parameters); the chain then starts at the mode, its
+        anchor."""
         st = self.state
-        theta = st["theta"]
+        theta = self._adam_mode(st["theta"])
+        st["theta"] = theta
+        st["anchor"] = theta.clone()
+        self.anchor_grad = self.full_grad(st["anchor"])
+
+    def _adam_mode(self, theta):
+        """The mode Adam finds from ``theta``: ``map_epochs`` passes of
+        minibatches of size ``batch_size`` on ``U(theta) / n_eff`` (``n_eff``
+        the total weight: ``n`` without weights) with learning rate
+        ``map_learning_rate``. The mode of ``exp(-U / T)`` is that of ``U``
+        at every temperature. Returns a new tensor (``theta`` itself when
+        ``map_epochs`` is 0).
+        """
         steps = int(math.ceil(self.n / self.b)) * int(self.p["map_epochs"])
         if steps > 0:
             w = theta.clone().requires_grad_(True)
@@ -90,13 +98,11 @@ class NetworkGradientsMixin:
             theta = w.detach().clone()
             if not bool(torch.isfinite(theta).all()):
                 raise SamplingDivergedError(
-                    "The Adam search for the mode used by subsampling='cv' diverged "
-                    f"(map_learning_rate={self.p['map_learning_rate']!r}); try "
+                    "The Adam search for the mode (subsampling='cv' or init='mode') "
+                    f"diverged (map_learning_rate={self.p['map_learning_rate']!r}); try "
                     f"map_learning_rate={self.p['map_learning_rate'] / 10:g}."
                 )
-        st["theta"] = theta
-        st["anchor"] = theta.clone()
-        self.anchor_grad = self.full_grad(st["anchor"])
+        return theta
 
     # ----------------------------------------------------------- estimators
     def estimate(self, theta, buf=None):

@@ -232,6 +232,7 @@ class NetworkSettingsMixin:
             "n_leapfrog": self.n_leapfrog,  # "auto" resolved by the runner
             "ewsg_chain_length": int(self.ewsg_chain_length),
             "snapshot_period": self.snapshot_period,
+            "init": self.init,
             "map_epochs": int(self.map_epochs),
             "map_learning_rate": float(self.map_learning_rate),
             "verbose": int(bool(self.verbose)),

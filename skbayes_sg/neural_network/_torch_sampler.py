@@ -359,7 +359,8 @@ class ChainRunner(NetworkGradientsMixin):
     params : dict
         ``sampler, subsampling, step_size, batch_size, alpha, temperature,
         friction, ewsg_chain_length, snapshot_period, map_epochs,
-        map_learning_rate, verbose`` and optionally ``inv_mass`` (default 1),
+        map_learning_rate, verbose`` and optionally ``init`` (``"mode"``:
+        start at the mode Adam finds; default ``"auto"``), ``inv_mass`` (default 1),
         ``n_leapfrog`` (default 10), ``prior_layers`` (``[(s_l, s_b)]`` per
         layer: the fan-in prior, weights ``N(0, s_l^2 / fan_in)`` and biases
         ``N(0, s_b^2)``, with ``alpha`` 0; None: the isotropic ``alpha``) and
@@ -514,7 +515,9 @@ class ChainRunner(NetworkGradientsMixin):
 
     def init_state(self):
         """Fresh chain: Glorot-initialised parameters, then the dynamics'
-        entries (momentum ~ N(0, T I), thermostat, ...)."""
+        entries (momentum ~ N(0, T I), thermostat, ...); with ``init="mode"``
+        (or ``subsampling="cv"``) the parameters then move to the mode Adam
+        finds from there, each chain its own."""
         theta = self.net.init_params(self.g, self.device, self.dtype)
         self._seed_normal_stream()
         st = {"theta": theta, "perm": None, "pos": 0, "step": 0,
@@ -524,7 +527,9 @@ class ChainRunner(NetworkGradientsMixin):
         self.dynamics.init_state(st)
         self.state = st
         if self.p["subsampling"] == "cv":
-            self._find_mode()
+            self._find_mode()      # the chain starts at the mode it anchors on
+        elif self.p.get("init", "auto") == "mode":
+            st["theta"] = self._adam_mode(theta)
         return st
 
     def dump_state(self):
