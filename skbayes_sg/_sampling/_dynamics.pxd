@@ -17,6 +17,7 @@ from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
 
 from ._oracle cimport GradientOracle
+from ._dual_averaging cimport DualAveragingState
 
 cdef enum EwsgX:
     # choices of EWSG's whitened increment x (EWSG paper, Fig. 1c)
@@ -37,10 +38,7 @@ cdef class Dynamics:
     # Metropolis correction (exact gradients) and dual-averaging step adaptation
     cdef bint metropolis
     cdef bint adapting
-    cdef double target_accept
-    cdef double max_step
-    cdef double da_mu, da_log_h, da_log_hbar, da_hbar
-    cdef long long da_t
+    cdef DualAveragingState da     # the step's adaptation (_dual_averaging.pxd)
     cdef long long n_proposed
     cdef double accept_sum
     # the gradient (and potential) at the current state, when the integrator reuses it

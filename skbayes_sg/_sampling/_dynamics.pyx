@@ -20,17 +20,11 @@ from libc.math cimport cos, exp, expm1, fabs, isfinite, log, sin, sqrt
 from libc.string cimport memcpy
 
 from ._coefficients cimport friction_noise, langevin_coefficients, ou_coefficients
+from ._dual_averaging cimport (dual_averaging_final, dual_averaging_start,
+                               dual_averaging_update)
 from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_standard_normal_fill, random_standard_uniform
 
-# dual averaging (Hoffman & Gelman 2014, as Stan): shrinkage gamma, offset t0, decay
-cdef double DA_GAMMA = 0.05
-cdef double DA_T0 = 10.0
-cdef double DA_KAPPA = 0.75
-# updates after which the dual-averaging average is trusted as the final step
-cdef int DA_SETTLED = 20
-#: the constants above, for the network estimator's Metropolis step (Python)
-DUAL_AVERAGING = {"gamma": DA_GAMMA, "t0": DA_T0, "kappa": DA_KAPPA, "settled": DA_SETTLED}
 # trajectories drawn from a length are cut at this many leapfrog steps (a step
 # far below the posterior's scale would otherwise cost without bound; NUTS
 # caps its trees the same way)
@@ -99,8 +93,8 @@ cdef class Dynamics:
         self.cache_grad = np.zeros(dim)
         self.cache_valid = False
         self.metropolis = metropolis
-        self.max_step = np.inf
-        self.target_accept = 0.8
+        self.da.max_step = np.inf
+        self.da.target_accept = 0.8
         self.set_step(step_size)
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
@@ -119,22 +113,11 @@ cdef class Dynamics:
 
     cdef void record_accept(self, double accept_prob) noexcept nogil:
         """Acceptance statistics and, while adapting, one dual-averaging update
-        of log h toward ``target_accept``."""
-        cdef double eta, w, log_h
+        of log h toward the target acceptance."""
         self.n_proposed += 1
         self.accept_sum += accept_prob
-        if not self.adapting:
-            return
-        self.da_t += 1
-        eta = 1.0 / (self.da_t + DA_T0)
-        self.da_hbar = (1.0 - eta) * self.da_hbar + eta * (self.target_accept - accept_prob)
-        log_h = self.da_mu - sqrt(<double> self.da_t) / DA_GAMMA * self.da_hbar
-        if log_h > log(self.max_step):
-            log_h = log(self.max_step)
-        w = (<double> self.da_t) ** (-DA_KAPPA)
-        self.da_log_hbar = w * log_h + (1.0 - w) * self.da_log_hbar
-        self.da_log_h = log_h
-        self.set_step(exp(log_h))
+        if self.adapting:
+            self.set_step(dual_averaging_update(&self.da, accept_prob))
 
     # ------------------------------------------------------------ python side
     supports_metropolis = False
@@ -144,30 +127,15 @@ cdef class Dynamics:
         """Adapt h by dual averaging from now on (Metropolis dynamics)."""
         if not self.metropolis:
             raise ValueError("step adaptation needs the Metropolis correction")
-        self.target_accept = target_accept
-        if max_step is not None:
-            self.max_step = max_step
         self.adapting = True
-        self.da_t = 0
-        self.da_hbar = 0.0
-        self.da_mu = log(10.0 * self.step_size)
-        self.da_log_h = log(self.step_size)
-        self.da_log_hbar = 0.0
+        dual_averaging_start(&self.da, self.step_size, target_accept,
+                             self.da.max_step if max_step is None else max_step)
 
     def finish_adaptation(self):
-        """Stop adapting; h becomes the dual-averaging average. Returns h.
-
-        After fewer than ``DA_SETTLED`` updates (a warm-up cut short by its
-        budget) the average still leans on the first iterates, which swing
-        up to ``10 h0``: h is then the smaller of the average and the last
-        iterate (a step too large rejects every proposal; one too small
-        still moves)."""
-        cdef double log_h
-        if self.adapting and self.da_t > 0:
-            log_h = self.da_log_hbar
-            if self.da_t < DA_SETTLED and self.da_log_h < log_h:
-                log_h = self.da_log_h
-            self.set_step(min(exp(log_h), self.max_step))
+        """Stop adapting; h becomes the dual-averaging average
+        (``dual_averaging_final``). Returns h."""
+        if self.adapting and self.da.t > 0:
+            self.set_step(dual_averaging_final(&self.da))
         self.adapting = False
         return self.step_size
 
@@ -198,9 +166,9 @@ cdef class Dynamics:
         return {"step_size": np.array([self.step_size]),
                 "cache": np.array(self.cache_grad),
                 "cache_scalars": np.array([self.cache_potential, float(self.cache_valid)]),
-                "adapt": np.array([float(self.adapting), self.target_accept, self.max_step,
-                                   self.da_mu, self.da_log_h, self.da_log_hbar,
-                                   self.da_hbar, float(self.da_t)])}
+                "adapt": np.array([float(self.adapting), self.da.target_accept,
+                                   self.da.max_step, self.da.mu, self.da.log_h,
+                                   self.da.log_hbar, self.da.hbar, float(self.da.t)])}
 
     def _set_base_state(self, state):
         if "step_size" in state:
@@ -212,9 +180,9 @@ cdef class Dynamics:
         if "adapt" in state:
             a = state["adapt"]
             self.adapting = bool(a[0])
-            self.target_accept, self.max_step = a[1], a[2]
-            self.da_mu, self.da_log_h, self.da_log_hbar, self.da_hbar = a[3], a[4], a[5], a[6]
-            self.da_t = int(a[7])
+            self.da.target_accept, self.da.max_step = a[1], a[2]
+            self.da.mu, self.da.log_h, self.da.log_hbar, self.da.hbar = a[3], a[4], a[5], a[6]
+            self.da.t = int(a[7])
 
     def get_state(self):
         """Auxiliary state as a dict of arrays (copied)."""

@@ -24,7 +24,7 @@ current point's potential and gradient are cached).
 
 With ``step_size="auto"`` and the constant schedule, each chain adapts its
 step during warm-up by dual averaging (Hoffman and Gelman, 2014, the linear
-engine's constants) toward the acceptance rate of the SGLD file's
+engine's rule itself) toward the acceptance rate of the SGLD file's
 ``METROPOLIS`` rule; the step then stays fixed, so the draws after warm-up
 are a Markov chain with the posterior as its stationary law.
 """
@@ -33,39 +33,8 @@ import math
 
 import torch
 
-from .._sampling._dynamics import DUAL_AVERAGING
-
-
-class DualAveraging:
-    """Dual averaging of ``log h`` toward a target acceptance rate (the
-    linear engine's rule, ``_dynamics.pyx``: Stan's constants)."""
-
-    def __init__(self, h, target_accept):
-        self.target = float(target_accept)
-        self.mu = math.log(10.0 * h)
-        self.t = 0
-        self.hbar = 0.0
-        self.log_h = math.log(h)
-        self.log_hbar = 0.0
-
-    def update(self, accept_prob):
-        """One update with this iteration's acceptance probability; returns
-        the next step."""
-        self.t += 1
-        eta = 1.0 / (self.t + DUAL_AVERAGING["t0"])
-        self.hbar = (1.0 - eta) * self.hbar + eta * (self.target - accept_prob)
-        self.log_h = self.mu - math.sqrt(self.t) / DUAL_AVERAGING["gamma"] * self.hbar
-        w = self.t ** (-DUAL_AVERAGING["kappa"])
-        self.log_hbar = w * self.log_h + (1.0 - w) * self.log_hbar
-        return math.exp(self.log_h)
-
-    def final(self):
-        """The step kept after warm-up: the average (or, after fewer than
-        ``settled`` updates, the smaller of it and the last iterate)."""
-        log_h = self.log_hbar
-        if self.t < DUAL_AVERAGING["settled"] and self.log_h < log_h:
-            log_h = self.log_h
-        return math.exp(log_h)
+# the linear engine's dual averaging (one definition, _dual_averaging.pxd)
+from .._sampling._dual_averaging import DualAveraging
 
 
 class NetworkMetropolis:
