@@ -313,6 +313,24 @@ def test_the_engines_share_one_vocabulary(Linear):
         assert not extra, f"{name}: the network accepts {extra}, the linear models do not"
 
 
+def test_the_network_takes_the_linear_constraints_it_shares():
+    """One source: a parameter the network shares with the linear estimators
+    takes their constraint object itself, unless NETWORK_OWN_CONSTRAINTS says
+    why its values differ (and then they do differ: no stale reason)."""
+    from skbayes_sg._base import BASE_CONSTRAINTS
+    from skbayes_sg.neural_network._mlp import NETWORK_OWN_CONSTRAINTS
+
+    network = SGMCMCMLPClassifier._parameter_constraints
+    shared = set(network) & set(BASE_CONSTRAINTS)
+    assert len(shared) >= 19
+    copied = sorted(name for name in shared - set(NETWORK_OWN_CONSTRAINTS)
+                    if network[name] is not BASE_CONSTRAINTS[name])
+    assert not copied, f"written twice: {copied}"
+    for name in NETWORK_OWN_CONSTRAINTS:
+        assert name in shared, name
+        assert _accepted(network[name]) != _accepted(BASE_CONSTRAINTS[name]), name
+
+
 def test_every_subsampling_the_network_lacks_says_why():
     for name, spec in _specs.ESTIMATORS.items():
         on_network = _specs.NETWORK in spec.engines

@@ -14,6 +14,7 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, validate_data
 
+from .._base import BASE_CONSTRAINTS
 from ._backend import _import_torch_backend
 from ._network_posterior import NetworkPosteriorMixin
 from ._network_run import NetworkRunMixin
@@ -29,20 +30,30 @@ __all__ = ["SGMCMCMLPClassifier"]
 DIAGNOSTIC_ROWS = 1000
 
 
+#: the network's parameters that the linear estimators have too but with
+#: other values allowed, and why (every other shared parameter takes the
+#: linear estimators' constraint itself, ``BASE_CONSTRAINTS``: one source)
+NETWORK_OWN_CONSTRAINTS = {
+    "sampler": "the dynamics with a network kernel (_specs), and no 'auto' to resolve",
+    "subsampling": "the estimators with a network kernel (_specs), and no 'auto'",
+    "n_samples": "no 'auto': the network's run has a fixed length, not an ESS-driven budget",
+    "init": "the starts a network has: its Glorot initialisation or the Adam mode",
+}
+
 #: the network estimator's parameter constraints (scikit-learn's validation)
 _CONSTRAINTS = {
     "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
     "activation": [StrOptions({"identity", "logistic", "tanh", "relu"})],
     "sampler": [StrOptions(set(dynamics_for(NETWORK)))],
     "subsampling": [StrOptions(set(estimators_for(NETWORK)))],
-    "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
-    "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
-    "metropolis": ["boolean", StrOptions({"auto"})],
+    "step_size": BASE_CONSTRAINTS["step_size"],
+    "batch_size": BASE_CONSTRAINTS["batch_size"],
+    "metropolis": BASE_CONSTRAINTS["metropolis"],
     "n_samples": [Interval(Integral, 1, None, closed="left")],
-    "n_warmup": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
-    "thin": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-    "n_chains": [Interval(Integral, 1, None, closed="left")],
-    "alpha": [Interval(Real, 0, None, closed="neither")],
+    "n_warmup": BASE_CONSTRAINTS["n_warmup"],
+    "thin": BASE_CONSTRAINTS["thin"],
+    "n_chains": BASE_CONSTRAINTS["n_chains"],
+    "alpha": BASE_CONSTRAINTS["alpha"],
     "prior": [StrOptions({"fan_in", "isotropic"})],
     "prior_scale": [Interval(Real, 0, None, closed="neither"), "array-like"],
     "prior_bias_scale": [Interval(Real, 0, None, closed="neither")],
@@ -51,21 +62,22 @@ _CONSTRAINTS = {
     "n_cycles": [Interval(Integral, 1, None, closed="left")],
     "exploration_fraction": [Interval(Real, 0, 1, closed="left")],
     "power_t": [Interval(Real, 0, None, closed="left")],
-    "temperature": [Interval(Real, 0, None, closed="neither")],
+    "temperature": BASE_CONSTRAINTS["temperature"],
     "class_weight": [StrOptions({"balanced"}), dict, None],
     "init": [StrOptions({"auto", "mode"})],
-    **hyperparameter_constraints(),  # friction, inv_mass, n_leapfrog
-    "ewsg_chain_length": [Interval(Integral, 1, None, closed="left")],
-    "snapshot_period": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+    # friction, inv_mass, n_leapfrog
+    **{name: BASE_CONSTRAINTS[name] for name in hyperparameter_constraints()},
+    "ewsg_chain_length": BASE_CONSTRAINTS["ewsg_chain_length"],
+    "snapshot_period": BASE_CONSTRAINTS["snapshot_period"],
     "map_epochs": [Interval(Integral, 0, None, closed="left")],
     "map_learning_rate": [Interval(Real, 0, None, closed="neither")],
     "max_draws_in_memory": [Interval(Integral, 1, None, closed="left")],
-    "draws_memory_limit": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+    "draws_memory_limit": BASE_CONSTRAINTS["draws_memory_limit"],
     "device": [str],
     "dtype": [StrOptions({"float32", "float64"})],
-    "random_state": ["random_state"],
-    "verbose": ["verbose"],
-    "warm_start": ["boolean"],
+    "random_state": BASE_CONSTRAINTS["random_state"],
+    "verbose": BASE_CONSTRAINTS["verbose"],
+    "warm_start": BASE_CONSTRAINTS["warm_start"],
 }
 
 
