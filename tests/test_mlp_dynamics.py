@@ -64,12 +64,8 @@ except ImportError:
 _small_data = ref.small_classification
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+# torch on one thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 NEW = ("sghmc-leapfrog", "uld", "baoab", "sgnht")

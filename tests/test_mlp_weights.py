@@ -38,12 +38,8 @@ except ImportError:
     from _reference import small_classification as _small_data
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+# torch on one thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 _SMALL = dict(hidden_layer_sizes=(6,), step_size=1e-3, batch_size=16,
