@@ -49,6 +49,9 @@ def test_a_20_draw_fit_warns_like_the_linear_estimators(short_fit):
     assert f"Use n_samples={advice['n_samples']} or more, or thin={advice['thin']}" in text
     # no n_samples='auto' for the network: it has none
     assert "'auto'" not in text
+    # nor the linear models' caveat of chains sharing a start (init='prior'):
+    # each network chain starts from its own initialisation
+    assert "init=" not in text
 
 
 def test_check_convergence_says_what_the_fit_said(short_fit):

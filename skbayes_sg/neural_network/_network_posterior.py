@@ -137,6 +137,12 @@ class NetworkPosteriorMixin:
         if messages:
             warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=3)
 
+    def _chains_share_a_start(self):
+        """No chain shares its start (the advice's R-hat caveat): each starts
+        from its own Glorot draw, and with ``init="mode"`` at the mode Adam
+        finds from it."""
+        return False
+
     def _mixing_hint(self):
         hints = [SAMPLER_MODULES[self.sampler].MIXING_HINT]
         if self.coef_samples_.shape[0] == 1:
