@@ -128,12 +128,11 @@ class NetworkPosteriorMixin:
         return draws, labels
 
     def _warn_if_unreliable(self):
-        """The linear estimators' convergence warning, on the quantities of
-        :meth:`_convergence_draws` (one writer of the advice)."""
-        from ..diagnostics._advice import assess, convergence_messages
+        """The fit's convergence warning (:func:`._network_validation.fit_messages`)."""
         from ..diagnostics._convergence import MCMCConvergenceWarning
+        from ._network_validation import fit_messages
 
-        messages = convergence_messages(self, assess(self))
+        messages = fit_messages(self)
         if messages:
             warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=3)
 
@@ -152,7 +151,8 @@ class NetworkPosteriorMixin:
         # test log-loss where it was (doc/mlp.rst)
         hints.append("The weight norms can drift without moving the prediction: "
                      "skbayes_sg.diagnostics.model_average_error(clf, X_val, y_val) says how "
-                     "much a longer run or more chains would change the held-out log-loss.")
+                     "much a longer run or more chains would change the held-out log-loss, "
+                     "and validation_fraction=0.2 makes the fit's warning read that instead.")
         return " ".join(hint for hint in hints if hint)
 
     def summary(self, quantiles=(0.05, 0.5, 0.95), names=None):
