@@ -44,6 +44,9 @@ class FitResultsMixin:
         self.target_ess_ = float(plan.target_ess)
         self._budget_exhausted = bool(outcome.budget_exhausted)
         self._chain_states = pool.states
+        if not (self.warm_start and hasattr(self, "_started_together")):
+            # a continuation keeps the record of the fit that started its chains
+            self._started_together = ctx.resolved.shared_start is not None
         # the metric adapted during warm-up: a warm start continues with it
         self._fit_setup = setup = replace(setup, metric=pool.spec.metric)
         self._chain_request = {name: getattr(self, name)
@@ -182,6 +185,12 @@ class FitResultsMixin:
         return [head + f" are predicted to get the posterior variances wrong by {error:.0%} "
                 "(discretisation and gradient noise; the draws mix, but around the wrong "
                 f"spread). {fix}."]
+
+    def _chains_share_a_start(self):
+        """Whether every chain started at one point (``init`` "mode", "zeros"
+        or an array; "auto" without a metric): R-hat is then optimistic.
+        "laplace" and "prior" draw each chain's own start."""
+        return self._started_together
 
     def _mixing_hint(self):
         """The convergence warning's last words: the dynamics' own hint (its

@@ -150,3 +150,23 @@ def test_a_warmup_rule_gets_a_number():
     fit.n_warmup_ = 1500
     report = assess(fit, min_ess_per_chain=1)
     assert recommend(fit, report)["n_warmup"] == 3000
+
+
+def test_the_shared_start_caveat_reads_what_the_fit_recorded(cancer):
+    """R-hat's "chains started at the same point" caveat follows the start the
+    fit used (``init="auto"`` is the mode without a metric and per-chain
+    Laplace draws with one; "prior" draws per chain; an array is shared), and
+    a ``warm_start`` continuation keeps the record of the fit that started
+    its chains."""
+    X, y = cancer
+    cases = [("auto", "identity", True), ("auto", "auto", False), ("prior", "auto", False),
+             (np.zeros(X.shape[1] + 1), "auto", True)]
+    for init, metric, shared in cases:
+        est = SGMCMCLogisticRegression(init=init, metric=metric, n_samples=50, n_warmup=50,
+                                       random_state=0, warm_start=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCMCConvergenceWarning)
+            est.fit(X, y)
+            assert est._chains_share_a_start() is shared, (init, metric)
+            est.fit(X, y)   # continued: no new start, the same record
+        assert est._chains_share_a_start() is shared, (init, metric)

@@ -293,6 +293,10 @@ class _Draws:
     def get_params(self):
         return dict(self._params)
 
+    def _chains_share_a_start(self):
+        # what a linear fit records: "prior" and "laplace" draw each chain's start
+        return self._params["init"] not in ("prior", "laplace")
+
 
 def test_check_convergence_passes_for_independent_draws():
     rng = np.random.default_rng(3)

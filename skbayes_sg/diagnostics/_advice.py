@@ -396,17 +396,10 @@ def _rhat_message(estimator, a, s, rec, bad):
 
 
 def _shared_start(estimator):
-    """Whether every chain started at the same point (R-hat is then optimistic)."""
+    """Whether every chain started at the same point (R-hat is then
+    optimistic), as the estimator's fit recorded it."""
     says = getattr(estimator, "_chains_share_a_start", None)
-    if says is not None:    # the network: each chain from its own initialisation
-        return bool(says())
-    params = _params(estimator)
-    if "init" not in params:
-        return False
-    init = params["init"]
-    if isinstance(init, str) and init == "auto":   # overdispersed in a whitened metric
-        init = "laplace" if getattr(estimator, "metric_", "identity") != "identity" else "mode"
-    return not (isinstance(init, str) and init in ("prior", "laplace"))
+    return bool(says()) if says is not None else False
 
 
 def check_convergence(estimator, *, rhat_threshold=RHAT_THRESHOLD,
