@@ -16,7 +16,7 @@ discretised.  kappa = 0 gives the classical integrators unchanged.
 """
 import numpy as np
 
-from libc.math cimport cos, exp, expm1, fabs, isfinite, log, sin, sqrt
+from libc.math cimport cos, exp, expm1, isfinite, sin, sqrt
 from libc.string cimport memcpy
 
 from ._coefficients cimport friction_noise, langevin_coefficients, ou_coefficients
