@@ -1033,6 +1033,9 @@ def _report_network(est, X, y, seconds, standardize, say):
     decide convergence with the estimator's own check and advice.
     Returns ``(converged, diagnostics)``, the figures as a dict."""
     n_chains, n_draws, n_params = est.coef_samples_.shape
+    held_out = getattr(est, "validation_error_", None)
+    # the rows the chains ran on (validation_fraction keeps some out of them)
+    fitted_rows = X.shape[0] - (held_out.n_rows if held_out is not None else 0)
     say(f"sampler {est.sampler!r}, subsampling {est.subsampling!r} on {est.device_}"
         + (", Metropolis-adjusted (acceptance rate "
            f"{est.acceptance_rate_:.2f})" if est.metropolis_ else "")
@@ -1041,7 +1044,7 @@ def _report_network(est, X, y, seconds, standardize, say):
     say(f"fit in {seconds:.2f} s; step size {est.step_size_:.3g}"
         + (f", friction {est.friction_:.3g}" if est.friction_ is not None else "")
         + f"; {est.n_grad_evals_:,} gradient evaluations "
-        f"({est.n_grad_evals_ / (n_chains * X.shape[0]):,.0f} data passes per chain)")
+        f"({est.n_grad_evals_ / (n_chains * fitted_rows):,.0f} data passes per chain)")
 
     ess_p, rhat_p = bulk_ess_and_rhat(est.coef_samples_)
     table = summary(est)
@@ -1077,18 +1080,45 @@ def _report_network(est, X, y, seconds, standardize, say):
         "  (a network's weights are identified only up to permutations and sign flips of "
         "its hidden units, so chains in different modes inflate the parameters' R-hat while "
         "predicting alike; the log-likelihood and the weight norms have no such symmetry "
-        "and are the convergence check)", width=WRAP, subsequent_indent="   "))
+        + ("and are the convergence check)" if held_out is None else
+           "but drift where the data do not constrain the weights, so with "
+           "--validation-fraction the held-out prediction is the check)"),
+        width=WRAP, subsequent_indent="   "))
     say()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", MCMCConvergenceWarning)
-        converged = est.check_convergence()
-    if converged:
-        say(f"Convergence: R-hat <= {RHAT_THRESHOLD} and bulk and tail ESS >= "
-            f"{MIN_ESS_PER_CHAIN} per chain for the log-likelihood and the weight norms.")
-    _say_warnings(caught, say)
+    if held_out is not None:
+        converged = _say_held_out_check(est, held_out, say)
+        diagnostics["validation"] = dict(n_rows=int(held_out.n_rows),
+                                         log_loss=float(held_out.log_loss),
+                                         bias=float(held_out.bias), se=float(held_out.se))
+    else:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", MCMCConvergenceWarning)
+            converged = est.check_convergence()
+        if converged:
+            say(f"Convergence: R-hat <= {RHAT_THRESHOLD} and bulk and tail ESS >= "
+                f"{MIN_ESS_PER_CHAIN} per chain for the log-likelihood and the weight norms.")
+        _say_warnings(caught, say)
     diagnostics["trace"] = trace
     diagnostics["ess_bulk"], diagnostics["r_hat"] = ess_p, rhat_p
     return converged, diagnostics
+
+
+def _say_held_out_check(est, held_out, say):
+    """The fit's own check with ``--validation-fraction``: the model
+    average's error on the rows held out of the posterior, not R-hat."""
+    from .neural_network._network_validation import PREDICTION_TOLERANCE, fit_messages
+
+    messages = fit_messages(est)
+    if not messages:
+        say(textwrap.fill(
+            f"Convergence: the model average on the {held_out.n_rows} rows held out of the "
+            f"posterior has log-loss {held_out.log_loss:.4f}, a finite-run bias of "
+            f"{held_out.bias:+.4f} and a Monte Carlo se of {held_out.se:.4f}: both within "
+            f"{PREDICTION_TOLERANCE} nats a row (R-hat on the weight norms above is not the "
+            "check here).", width=WRAP, subsequent_indent="  "))
+    for text in messages:
+        say(textwrap.fill(f"Convergence warning: {text}", width=WRAP, subsequent_indent="  "))
+    return not messages
 
 
 def _say_warnings(caught, say):
