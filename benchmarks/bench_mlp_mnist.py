@@ -41,8 +41,9 @@ Printed per model: test error, log-loss, ECE (15 bins), epochs of data seen
 - ``mode-cold``: the recipe of ``doc/mlp.rst`` (issue 40): ``init="mode"``
   (50 passes of Adam at 1e-2), ``prior_scale=8``, ``temperature=0.02``,
   ``n_warmup=200``;
-- ``defaults-validation``: the defaults with ``validation_fraction=0.1`` (a
-  tenth of the rows held out, the fit's warning on the held-out prediction);
+- ``defaults-validation``, ``mode-cold-validation``: those with
+  ``validation_fraction=0.1`` (the run checked on a tenth of the rows, the
+  fit's warning on that check, then the chains continued on every row);
 - ``psgld``: the pSGLD paper's MNIST set-up in this library's terms, one
   chain: ``sampler="psgld"``, the N(0, 100 I) prior (``prior="isotropic",
   alpha=0.01``), minibatches of 100, ``--best-epochs`` epochs of which the
@@ -282,6 +283,12 @@ def accuracy_models(hidden, n_rows, best_epochs, seed):
         "mode-cold": SGMCMCMLPClassifier(hidden_layer_sizes=hidden, init="mode", map_epochs=50,
                                          map_learning_rate=1e-2, prior_scale=8.0,
                                          temperature=0.02, n_warmup=200, random_state=seed),
+        # the same, its run checked on a tenth of the rows before the chains
+        # continue on all of them (validation_fraction)
+        "mode-cold-validation": SGMCMCMLPClassifier(
+            hidden_layer_sizes=hidden, init="mode", map_epochs=50, map_learning_rate=1e-2,
+            prior_scale=8.0, temperature=0.02, n_warmup=200, validation_fraction=0.1,
+            random_state=seed),
         "psgld": SGMCMCMLPClassifier(
             hidden_layer_sizes=hidden, sampler="psgld", prior="isotropic", alpha=0.01,
             batch_size=100, n_chains=1, n_warmup=warm * steps_per_epoch,
@@ -356,7 +363,7 @@ def main(argv=None):
                         help="epochs of the torch point estimates (accuracy mode)")
     parser.add_argument("--models", default="",
                         help="accuracy mode: comma-separated subset of "
-                        "defaults,defaults-validation,long,best,mode-cold,psgld")
+                        "defaults,defaults-validation,long,best,mode-cold,mode-cold-validation,psgld")
     args = parser.parse_args(argv)
 
     import torch

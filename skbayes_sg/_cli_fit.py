@@ -1034,8 +1034,6 @@ def _report_network(est, X, y, seconds, standardize, say):
     Returns ``(converged, diagnostics)``, the figures as a dict."""
     n_chains, n_draws, n_params = est.coef_samples_.shape
     held_out = getattr(est, "validation_error_", None)
-    # the rows the chains ran on (validation_fraction keeps some out of them)
-    fitted_rows = X.shape[0] - (held_out.n_rows if held_out is not None else 0)
     say(f"sampler {est.sampler!r}, subsampling {est.subsampling!r} on {est.device_}"
         + (", Metropolis-adjusted (acceptance rate "
            f"{est.acceptance_rate_:.2f})" if est.metropolis_ else "")
@@ -1044,7 +1042,7 @@ def _report_network(est, X, y, seconds, standardize, say):
     say(f"fit in {seconds:.2f} s; step size {est.step_size_:.3g}"
         + (f", friction {est.friction_:.3g}" if est.friction_ is not None else "")
         + f"; {est.n_grad_evals_:,} gradient evaluations "
-        f"({est.n_grad_evals_ / (n_chains * fitted_rows):,.0f} data passes per chain)")
+        f"({est.n_grad_evals_ / (n_chains * X.shape[0]):,.0f} data passes per chain)")
 
     ess_p, rhat_p = bulk_ess_and_rhat(est.coef_samples_)
     table = summary(est)
@@ -1104,15 +1102,16 @@ def _report_network(est, X, y, seconds, standardize, say):
 
 
 def _say_held_out_check(est, held_out, say):
-    """The fit's own check with ``--validation-fraction``: the model
-    average's error on the rows held out of the posterior, not R-hat."""
+    """The fit's own check with ``--validation-fraction``: the checked run's
+    model-average error on the held-out rows, not R-hat."""
     from .neural_network._network_validation import PREDICTION_TOLERANCE, fit_messages
 
     messages = fit_messages(est)
     if not messages:
         say(textwrap.fill(
-            f"Convergence: the model average on the {held_out.n_rows} rows held out of the "
-            f"posterior has log-loss {held_out.log_loss:.4f}, a finite-run bias of "
+            f"Convergence: the run checked on {held_out.n_rows} held-out rows (before the "
+            f"chains continued on every row) has a model-average log-loss of "
+            f"{held_out.log_loss:.4f} there, a finite-run bias of "
             f"{held_out.bias:+.4f} and a Monte Carlo se of {held_out.se:.4f}: both within "
             f"{PREDICTION_TOLERANCE} nats a row (R-hat on the weight norms above is not the "
             "check here).", width=WRAP, subsequent_indent="  "))

@@ -407,7 +407,7 @@ MLP_SHORT = ["--hidden-layer-sizes", "8", "--n-samples", "40", "--n-warmup", "30
 def test_mlp_validation_fraction_reports_the_held_out_check(csv_classification, tmp_path,
                                                            capsys):
     """--validation-fraction: the report's convergence check is the fit's own,
-    on the rows held out of the posterior (saved in the metadata), not R-hat."""
+    on the held-out rows (saved in the metadata), not R-hat."""
     pytest.importorskip("torch")
     path, X, y = csv_classification
     out = tmp_path / "net.npz"
@@ -416,13 +416,12 @@ def test_mlp_validation_fraction_reports_the_held_out_check(csv_classification, 
                              capsys)
     assert status == 0, err
     assert "validation_fraction=0.25" in text
-    assert "rows held out of the posterior" in text or "held-out rows" in text
     assert "Split R-hat" not in text       # check_convergence's advice is not the check
     meta = json.loads(str(np.load(out, allow_pickle=False)["metadata"]))
     check = meta["diagnostics"]["validation"]
     assert check["n_rows"] == 48                     # a quarter of the 192 training rows
     converged = check["bias"] <= 0.01 and check["se"] <= 0.01
-    assert ("Convergence: the model average on the 48 rows" in text) is converged
+    assert ("Convergence: the run checked on 48 held-out rows" in text) is converged
     assert ("Convergence warning: The model average is not yet reliable" in text) is not converged
 
 

@@ -60,52 +60,45 @@ def _small(**kw):
 
 
 @pytest.mark.usefixtures("one_torch_thread")
-def test_the_held_out_rows_are_left_out_of_the_posterior():
-    """A fit that holds rows out draws exactly what a fit on the other rows
-    draws (same random_state), and reports the model average on the rest."""
+def test_the_run_is_checked_on_held_out_rows_then_continued_on_every_row():
+    """A fit with ``validation_fraction`` is, bit for bit, a fit on the other
+    rows continued (``warm_start``) on every row; ``validation_error_`` is the
+    model average of the first run on the held-out rows."""
     X, y = _iris()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCMCConvergenceWarning)
-        held = _small(validation_fraction=0.2).fit(X, y)
-        mask = held._validation_mask
-        plain = _small().fit(X[~mask], y[~mask])
+        checked = _small(validation_fraction=0.2).fit(X, y)
+        mask = checked._validation_mask
+        by_hand = _small(warm_start=True).fit(X[~mask], y[~mask])
+        err = by_hand.predict_proba(X[mask])
+        n_warmup = by_hand.n_warmup_
+        by_hand.fit(X, y)
     assert mask.sum() == 30                                        # 20 % of 150
     assert np.array_equal(np.bincount(y[mask]), [10, 10, 10])      # stratified
-    np.testing.assert_array_equal(held.coef_samples_, plain.coef_samples_)
-    err = held.validation_error_
-    assert err.n_rows == 30
-    proba = held.predict_proba(X[mask])
-    expected = -np.mean(np.log(proba[np.arange(30), y[mask]]))
-    assert err.log_loss == pytest.approx(expected, rel=1e-5)
+    np.testing.assert_array_equal(checked.coef_samples_, by_hand.coef_samples_)
+    expected = -np.mean(np.log(err[np.arange(30), y[mask]]))
+    assert checked.validation_error_.n_rows == 30
+    assert checked.validation_error_.log_loss == pytest.approx(expected, rel=1e-5)
+    assert checked.n_warmup_ == n_warmup == 50           # the first run's, not the continuation's 0
+    assert checked.n_grad_evals_ == by_hand.n_grad_evals_
     # the same random_state holds out the same rows; no fraction, no attribute
     assert np.array_equal(_small(validation_fraction=0.2).fit(X, y)._validation_mask, mask)
-    refit = held.set_params(validation_fraction=None).fit(X, y)
+    refit = checked.set_params(validation_fraction=None).fit(X, y)
     assert not hasattr(refit, "validation_error_") and not hasattr(refit, "_validation_mask")
 
 
 @pytest.mark.usefixtures("one_torch_thread")
-def test_continuations_keep_or_refuse_the_held_out_rows():
+def test_partial_fit_refuses_it_and_warm_start_checks_the_continued_run():
     X, y = _iris()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MCMCConvergenceWarning)
-        clf = _small(validation_fraction=0.2, warm_start=True).fit(X, y)
-        mask = clf._validation_mask.copy()
-        clf.set_params(random_state=1).fit(X, y)        # continued: the same rows held out
-    assert np.array_equal(clf._validation_mask, mask)
-    with pytest.raises(ValueError, match="X must be the previous fit's 150 rows"):
-        clf.fit(X[::2], y[::2])
-    with pytest.raises(ValueError, match="validation_fraction=None would fit them"):
-        clf.set_params(validation_fraction=None).fit(X, y)
-    with pytest.raises(ValueError, match="partial_fit .* cannot hold rows out"):
-        clf.partial_fit(X, y)
-    with pytest.raises(ValueError, match="partial_fit .* cannot hold rows out"):
+    with pytest.raises(ValueError, match="partial_fit .* no run to check"):
         _small(validation_fraction=0.2).partial_fit(X, y, classes=[0, 1, 2])
-    plain = _small(warm_start=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCMCConvergenceWarning)
-        plain.fit(X, y)
-    with pytest.raises(ValueError, match="would hold some out of them now"):
-        plain.set_params(validation_fraction=0.2).fit(X, y)
+        clf = _small(warm_start=True).fit(X, y)
+        steps = clf.n_steps_
+        clf.set_params(validation_fraction=0.2).fit(X, y)
+    # continued twice (on the other rows, then on every row), no new warm-up
+    assert clf.n_steps_ == steps + 2 * 20 * 2 and hasattr(clf, "validation_error_")
 
 
 @pytest.mark.usefixtures("one_torch_thread")

@@ -291,22 +291,23 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
         continuation keeps its chains where they are.
 
     validation_fraction : float in (0, 1) or None, default=None
-        Share of the rows :meth:`fit` holds out of the posterior (stratified
-        by class, drawn from ``random_state``) to check the prediction: after
-        the run, :func:`~skbayes_sg.diagnostics.model_average_error` on them
-        is ``validation_error_``, and the fit's convergence warning reads it
-        in place of R-hat and ESS on :meth:`summary`'s quantities. It warns
-        when the held-out log-loss's estimated finite-run bias or Monte Carlo
-        se is above 0.01 nats a row, and names the ``thin`` that gives a
-        longer span of draws; chains that sit in different basins, or
-        weights that drift where the data do not constrain them, do not make
-        it warn. The held-out rows cost the prediction what fewer rows cost
-        (measured on digits: 20 % held out raised the test log-loss by more
-        than the check's tolerance), and on a few hundred held-out rows the
-        check is noisy (``doc/mlp.rst``): it suits data with thousands of
-        rows to spare. None: every row is fitted, and the warning reads
-        R-hat and ESS. A ``warm_start`` continuation keeps the rows held out
-        before; :meth:`partial_fit` refuses it (it does not warn).
+        Share of the rows on which :meth:`fit` checks its run (stratified by
+        class, drawn from ``random_state``). The chains first run on the
+        other rows; :func:`~skbayes_sg.diagnostics.model_average_error` of
+        that run on the held-out rows is ``validation_error_``; then the
+        chains continue on every row for the same span (``n_samples *
+        thin`` steps, no new warm-up), and those draws are kept: the
+        posterior of all the data, at the cost of a second span (the logic
+        of early stopping on a validation split, then a refit on all rows).
+        The fit's convergence warning reads the check in place of R-hat and
+        ESS on :meth:`summary`'s quantities: it warns when the held-out
+        log-loss's estimated finite-run bias or Monte Carlo se is above 0.01
+        nats a row, and names the ``thin`` that gives a longer span; chains
+        that sit in different basins, or weights that drift where the data
+        do not constrain them, do not make it warn. On a few hundred
+        held-out rows the check is noisy (``doc/mlp.rst``). None: no check
+        run, the warning reads R-hat and ESS. :meth:`partial_fit` refuses
+        it (it does not warn).
 
 {friction_doc}
         Here ``"auto"`` is ``0.1 / h``, a momentum decay ``h * gamma`` (for
@@ -466,9 +467,10 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
         samplers that own ``friction`` (None for the others).
 
     validation_error_ : ModelAverageError
-        Only with ``validation_fraction``: the model average's log-loss on
-        the held-out rows, its jackknife finite-run bias and Monte Carlo se
-        (:func:`~skbayes_sg.diagnostics.model_average_error`).
+        Only with ``validation_fraction``: the checked run's model-average
+        log-loss on the held-out rows, its jackknife finite-run bias and
+        Monte Carlo se (:func:`~skbayes_sg.diagnostics.model_average_error`;
+        the draws kept are those of the continuation on every row).
 
     See Also
     --------
@@ -638,9 +640,9 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
             a split R-hat above 1.01, or a bulk or tail effective sample size
             below 100 per chain; the message (that of :meth:`check_convergence`)
             names the ``n_samples``, ``thin`` and ``n_warmup`` to use. With
-            ``validation_fraction``: when the model average's estimated
-            finite-run bias or Monte Carlo se on the held-out rows is above
-            0.01 nats a row, naming the ``thin`` to use.
+            ``validation_fraction``: when the checked run's model average has
+            an estimated finite-run bias or Monte Carlo se above 0.01 nats a
+            row on the held-out rows, naming the ``thin`` to use.
         """
         hidden = self._check_params()
         X, y = validate_data(self, X, y, reset=True, dtype=[np.float64, np.float32])
@@ -650,24 +652,31 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         continuing = self.warm_start and hasattr(self, "_chain_states")
         if continuing:
             self._check_continuation(classes, hidden)
-        held = held_out_rows(self, X, y, continuing)
-        kept = slice(None) if held is None else ~held
-        self._fit(X[kept], y[kept], classes, hidden, continuing=continuing, append=False,
-                  weights=None if weights is None else weights[kept])
-        self._store_validation(held, X, y)
+        for name in ("validation_error_", "_validation_mask"):
+            self.__dict__.pop(name, None)
+        held = held_out_rows(self, X, y)
+        if held is None:
+            self._fit(X, y, classes, hidden, continuing=continuing, append=False,
+                      weights=weights)
+        else:
+            self._fit_checked(X, y, classes, hidden, held, continuing, weights)
         self._warn_if_unreliable()
         return self
 
-    def _store_validation(self, held, X, y):
-        """``validation_error_`` on the held-out rows (and the mask a
-        ``warm_start`` continuation keeps), or no such attributes."""
+    def _fit_checked(self, X, y, classes, hidden, held, continuing, weights):
+        """``validation_fraction``: the run on the rows not ``held``, its
+        model average checked on the ``held`` ones (``validation_error_``),
+        then the chains continued on every row for the same span, whose
+        draws are kept."""
         from ..diagnostics import model_average_error
-        for name in ("validation_error_", "_validation_mask"):
-            self.__dict__.pop(name, None)
-        if held is None:
-            return
-        self._validation_mask = held
-        self.validation_error_ = model_average_error(self, X[held], y[held])
+        kept = ~held
+        self._fit(X[kept], y[kept], classes, hidden, continuing=continuing, append=False,
+                  weights=None if weights is None else weights[kept])
+        error = model_average_error(self, X[held], y[held])
+        n_warmup = self.n_warmup_      # the continuation's own is 0
+        self._fit(X, y, classes, hidden, continuing=True, append=False, weights=weights)
+        self.n_warmup_ = n_warmup
+        self.validation_error_, self._validation_mask = error, held
 
     def _row_weights(self, X, y, sample_weight):
         """The rows' frequency weights, ``sample_weight`` times the
@@ -732,13 +741,11 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         """
         first = not hasattr(self, "_chain_states")
         hidden = self._check_params()
-        if self.validation_fraction is not None or (
-                not first and getattr(self, "_validation_mask", None) is not None):
+        if self.validation_fraction is not None:
             raise ValueError(
-                "partial_fit fits every row it gets (each call targets the posterior given "
-                "its rows, and it does not warn), so it cannot hold rows out: set "
-                "validation_fraction=None, and start the chains with partial_fit or with a "
-                "fit that held none out.")
+                "partial_fit runs each call's rows once and does not warn, so it has no run "
+                "to check on held-out rows: set validation_fraction=None (fit checks a run "
+                "with it).")
         X, y = validate_data(self, X, y, reset=first, dtype=[np.float64, np.float32])
         check_classification_targets(y)
         if first:

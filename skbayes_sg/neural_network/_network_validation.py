@@ -1,5 +1,11 @@
 """Held-out rows for the network's convergence check (``validation_fraction``).
 
+The chains first run on the other rows, and the model average's error on the
+held-out ones checks that run; then the chains continue on every row for the
+same span, so the draws kept are the full data's posterior and the check
+describes a run of their length (the logic of early stopping on a validation
+split followed by a refit on all rows).
+
 A network's posterior has many basins: chains started apart stay apart, and
 R-hat on any quantity that tells the basins apart stays large however long
 they run, while the model average the user predicts with may already be
@@ -20,37 +26,13 @@ from sklearn.utils import check_random_state
 PREDICTION_TOLERANCE = 0.01
 
 
-def held_out_rows(estimator, X, y, continuing):
-    """Boolean mask of the rows held out of the posterior, stratified by
-    class, or None (``validation_fraction=None``).
-
-    A ``warm_start`` continuation keeps the mask of the fit it continues (its
-    held-out rows must stay out of the chains); a new fit draws one from
-    ``random_state``.
-    """
-    n_rows = X.shape[0]
+def held_out_rows(estimator, X, y):
+    """Boolean mask of the rows the run is checked on (stratified by class,
+    drawn from ``random_state``), or None (``validation_fraction=None``)."""
     fraction = estimator.validation_fraction
-    previous = getattr(estimator, "_validation_mask", None) if continuing else None
     if fraction is None:
-        if previous is not None:
-            raise ValueError(
-                "warm_start continues chains fitted without the rows the previous fit held "
-                "out, and validation_fraction=None would fit them now; keep its "
-                "validation_fraction, or set warm_start=False.")
         return None
-    if previous is not None:
-        if previous.shape[0] != n_rows:
-            raise ValueError(
-                f"warm_start with validation_fraction={fraction!r} continues the chains "
-                f"without the rows the previous fit held out, so X must be the previous "
-                f"fit's {previous.shape[0]} rows, not {n_rows}; pass the same X, or set "
-                "warm_start=False.")
-        return previous
-    if continuing:
-        raise ValueError(
-            f"warm_start continues chains fitted on every row, and validation_fraction="
-            f"{fraction!r} would hold some out of them now; fit with warm_start=False, or "
-            "set validation_fraction=None.")
+    n_rows = X.shape[0]
     seed = check_random_state(estimator.random_state).randint(np.iinfo(np.int32).max)
     try:
         _, held = train_test_split(np.arange(n_rows), test_size=fraction, stratify=y,
