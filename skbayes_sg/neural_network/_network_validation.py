@@ -48,8 +48,8 @@ def held_out_rows(estimator, X, y):
 
 
 def fit_messages(estimator):
-    """The sentences of the fit's convergence warning: on the held-out
-    prediction when ``validation_fraction`` kept rows out
+    """The sentences of the fit's convergence warning: on the checked run's
+    held-out prediction when ``validation_fraction`` is set
     (``validation_error_``), else the linear estimators' warning on the
     network's permutation-invariant quantities (one writer of that advice)."""
     held_out = getattr(estimator, "validation_error_", None)
@@ -85,7 +85,8 @@ def prediction_messages(error, fraction, thin, tolerance=PREDICTION_TOLERANCE):
     factor = max(2, math.ceil(error.bias / tolerance), math.ceil((error.se / tolerance) ** 2))
     return [
         f"The model average is not yet reliable on the {error.n_rows} held-out rows "
-        f"(validation_fraction={fraction!r}): its log-loss there, {error.log_loss:.4f}, has "
+        f"(validation_fraction={fraction!r}; the run checked there before the chains "
+        f"continued on every row): its log-loss there, {error.log_loss:.4f}, has "
         f"an estimated finite-run bias of {error.bias:+.4f} and a Monte Carlo se of "
         f"{error.se:.4f} (jackknife over {error.n_pieces} pieces), and either above "
         f"{tolerance} nats a row means a longer run would still move the prediction. Use "
