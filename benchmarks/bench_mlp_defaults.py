@@ -132,6 +132,14 @@ SWEEP = {
     "mode, s=8, T=0.02, w200, validation 0.2": dict(
         init="mode", map_epochs=50, map_learning_rate=1e-2, prior_scale=8.0,
         temperature=0.02, n_warmup=200, validation_fraction=0.2),
+    # issue 40, item 1: the posterior or that cold model, chosen on 20 % of
+    # the rows, the chosen one continued on all of them
+    "temperature auto": dict(temperature="auto"),
+    # the posterior started at modes too (what the posterior candidate of
+    # "auto" would cost and give with the cold candidate's start)
+    "mode, s=4, T=1, w200, validation 0.2": dict(
+        init="mode", map_epochs=50, map_learning_rate=1e-2, n_warmup=200,
+        validation_fraction=0.2),
 }
 
 #: issue 40's route "chosen from the data": these (prior_scale, temperature)
@@ -208,7 +216,8 @@ def run_ours(data, seed, **kw):
     # the finite run's excess log-loss on the test rows (jackknife over chains)
     excess = model_average_error(clf, Xte, yte)
     return dict(_scores(clf.predict_proba(Xte), clf.classes_, yte), wall=wall,
-                warns=float(warned), bias=excess.bias, bias_se=excess.se)
+                warns=float(warned), bias=excess.bias, bias_se=excess.se,
+                cold=float(clf.temperature_ < 1.0))
 
 
 def run_selected(data, seed):
@@ -295,7 +304,8 @@ def _row(label, results):
               if len(results) > 1 else "")
     print(f"  {label:<32} {mean['log_loss']:8.4f} {mean['accuracy']:8.4f} "
           f"{mean['ece']:7.4f} {mean['brier']:7.4f} {mean['entropy']:8.4f} "
-          f"{mean['wall']:8.2f} {mean['warns']:5.0%} {_bias(mean)}{spread}", flush=True)
+          f"{mean['wall']:8.2f} {mean['warns']:5.0%} {_bias(mean)}{spread}"
+          + (f"  T < 1 on {mean['cold']:.0%}" if mean.get("cold") else ""), flush=True)
     return mean
 
 

@@ -289,6 +289,10 @@ def accuracy_models(hidden, n_rows, best_epochs, seed):
             hidden_layer_sizes=hidden, init="mode", map_epochs=50, map_learning_rate=1e-2,
             prior_scale=8.0, temperature=0.02, n_warmup=200, validation_fraction=0.1,
             random_state=seed),
+        # issue 40, item 1: the posterior or the cold model above, chosen on
+        # held-out rows (temperature="auto", 20 % of the rows)
+        "auto": SGMCMCMLPClassifier(hidden_layer_sizes=hidden, temperature="auto",
+                                    random_state=seed),
         "psgld": SGMCMCMLPClassifier(
             hidden_layer_sizes=hidden, sampler="psgld", prior="isotropic", alpha=0.01,
             batch_size=100, n_chains=1, n_warmup=warm * steps_per_epoch,
@@ -329,6 +333,9 @@ def run_accuracy(args, Xtr, ytr, Xte, yte):
             print(f"{'BMA ' + name:26s} {err:7.4f} {nll:9.4f} {ece:7.4f} {epochs:8.1f} "
                   f"{sec / 60:6.2f}  ({clf.sampler}, {clf.coef_samples_.shape[0]} chain(s) "
                   f"x {clf.coef_samples_.shape[1]} draws)", flush=True)
+            selection = getattr(clf, "temperature_selection_", None)
+            if selection is not None:
+                print(f"    chose temperature {clf.temperature_:g}: {selection}")
             for w in caught:
                 print(f"    warning: {str(w.message)[:300]}")
 

@@ -1080,9 +1080,13 @@ def _report_network(est, X, y, seconds, standardize, say):
         "predicting alike; the log-likelihood and the weight norms have no such symmetry "
         + ("and are the convergence check)" if held_out is None else
            "but drift where the data do not constrain the weights, so with "
-           "--validation-fraction the held-out prediction is the check)"),
+           "held-out rows the prediction there is the check)"),
         width=WRAP, subsequent_indent="   "))
     say()
+    selection = getattr(est, "temperature_selection_", None)
+    if selection is not None:
+        _say_selection(selection, say)
+        diagnostics["temperature_selection"] = selection
     if held_out is not None:
         converged = _say_held_out_check(est, held_out, say)
         diagnostics["validation"] = dict(n_rows=int(held_out.n_rows),
@@ -1099,6 +1103,19 @@ def _report_network(est, X, y, seconds, standardize, say):
     diagnostics["trace"] = trace
     diagnostics["ess_bulk"], diagnostics["r_hat"] = ess_p, rhat_p
     return converged, diagnostics
+
+
+def _say_selection(selection, say):
+    """``--temperature auto``: which model the held-out rows chose, and by how much."""
+    chosen = selection["chosen"]
+    posterior, cold = selection["held_out_log_loss"]
+    say(textwrap.fill(
+        f"Model: temperature {selection['temperature'][chosen]:g}, prior_scale "
+        f"{selection['prior_scale'][chosen]}, chosen on {selection['n_rows']} held-out rows "
+        f"(model-average log-loss {posterior:.4f} for the posterior, {cold:.4f} for the cold "
+        f"model: difference {selection['difference']:+.4f} +- {selection['se']:.4f}; the cold "
+        "model is kept only when better by more than 2 se).", width=WRAP,
+        subsequent_indent="  "))
 
 
 def _say_held_out_check(est, held_out, say):

@@ -367,7 +367,7 @@ def test_generated_flags_parse_values_as_the_constraints_allow():
     assert params["noise_var"] == 0.5 and params["ewsg_x"] == "momentum-stop"
     assert params["access"] == "cyclic" and params["snapshot_period"] == "auto"
     for bad in (["--friction", "fast"], ["--friction", "0"], ["--n-leapfrog", "2.5"],
-                ["--metropolis", "maybe"], ["--access", "sorted"], ["--temperature", "auto"]):
+                ["--metropolis", "maybe"], ["--access", "sorted"], ["--temperature", "hot"]):
         with pytest.raises(SystemExit) as exc:
             parser.parse_args(argv + bad)
         assert exc.value.code == 2, bad

@@ -75,7 +75,7 @@ def _fit(**kw):
     Xtr, Xte, ytr, yte = _problem()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCMCConvergenceWarning)
-        clf = SGMCMCMLPClassifier(hidden_layer_sizes=(HIDDEN,), n_samples=400,
+        clf = SGMCMCMLPClassifier(hidden_layer_sizes=(HIDDEN,), n_samples=400, temperature=1.0,
                                   random_state=0, **kw).fit(Xtr, ytr)
     train = clf._draw_log_likelihood(Xtr, ytr)
     held_out = clf._draw_log_likelihood(Xte, yte) / len(yte)

@@ -28,7 +28,7 @@ def _iris():
 
 def _small(**kw):
     kw = dict(dict(hidden_layer_sizes=(8,), n_samples=20, n_warmup=50, thin=2,
-                   n_chains=2, random_state=0), **kw)
+                   n_chains=2, temperature=1.0, random_state=0), **kw)
     return SGMCMCMLPClassifier(**kw)
 
 
@@ -106,7 +106,7 @@ def test_on_digits_the_warning_reads_the_prediction_and_its_advice_silences_it()
     from skbayes_sg.diagnostics._advice import assess
 
     Xtr, ytr = _digits()
-    clf = SGMCMCMLPClassifier(validation_fraction=0.2, random_state=1)
+    clf = SGMCMCMLPClassifier(validation_fraction=0.2, temperature=1.0, random_state=1)
     [message] = _fit_and_catch(clf, Xtr, ytr)
     assert "not yet reliable on the 252 held-out rows" in message
     thin = int(re.search(r"Use thin=(\d+)", message).group(1))

@@ -280,7 +280,7 @@ def _log_likelihood_of(data, X, y, var_name):
             raise ValueError(f"{type(model).__name__} has no pointwise log likelihood.")
         ll = model._log_likelihood_draws(Xt, np.asarray(y).ravel()).T
         chains, draws = np.shape(final.coef_samples_)[:2]
-        temperature = float(getattr(final, "temperature", 1.0))
+        temperature = float(getattr(final, "temperature_", getattr(final, "temperature", 1.0)))
         return ll.reshape(chains, draws, -1), temperature, data
     if X is not None or y is not None:
         raise ValueError("X and y are read only with a fitted estimator; an export or an "

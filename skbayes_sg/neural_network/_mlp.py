@@ -19,6 +19,7 @@ from ._backend import _import_torch_backend
 from ._network_posterior import NetworkPosteriorMixin
 from ._network_run import NetworkRunMixin
 from ._network_settings import NetworkSettingsMixin
+from ._network_temperature import fit_auto
 from ._network_validation import held_out_rows
 from .._sampling._specs import (NETWORK, dynamics_for, estimators_for,
                                 hyperparameter_constraints, hyperparameter_doc, sampler_doc)
@@ -39,6 +40,7 @@ NETWORK_OWN_CONSTRAINTS = {
     "subsampling": "the estimators with a network kernel (_specs), and no 'auto'",
     "n_samples": "no 'auto': the network's run has a fixed length, not an ESS-driven budget",
     "init": "the starts a network has: its Glorot initialisation or the Adam mode",
+    "temperature": "also 'auto': the posterior or a cold model, chosen on held-out rows",
 }
 
 #: the network estimator's parameter constraints (scikit-learn's validation)
@@ -63,7 +65,7 @@ _CONSTRAINTS = {
     "n_cycles": [Interval(Integral, 1, None, closed="left")],
     "exploration_fraction": [Interval(Real, 0, 1, closed="left")],
     "power_t": [Interval(Real, 0, None, closed="left")],
-    "temperature": BASE_CONSTRAINTS["temperature"],
+    "temperature": [*BASE_CONSTRAINTS["temperature"], StrOptions({"auto"})],
     "class_weight": [StrOptions({"balanced"}), dict, None],
     "init": [StrOptions({"auto", "mode"})],
     "validation_fraction": [None, Interval(Real, 0, 1, closed="neither")],
@@ -268,8 +270,28 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
     power_t : float, default=0.55
         Exponent of ``schedule="polynomial"`` (Welling & Teh's ``gamma``).
 
-    temperature : float, default=1.0
-        Posterior temperature ``T``; the target is ``exp(-U / T)``.
+    temperature : float or "auto", default="auto"
+        Posterior temperature ``T``; the target is ``exp(-U / T)``, and
+        ``temperature=1.0`` is the posterior itself.
+        ``"auto"``: the model is chosen from the data. Two candidates run on
+        the rows not held out (``validation_fraction``, 0.2 when None): the
+        posterior (``T = 1``) and a cold model (``T = 0.02`` under
+        ``prior_scale`` doubled), every other setting as given, except that
+        where ``init`` and ``n_warmup`` are left at "auto" each chain starts
+        at its own mode (``init="mode"``, ``map_epochs=50`` at
+        ``map_learning_rate=1e-2``) with 200 warm-up steps. The cold model is
+        kept when its model average's log-loss on the held-out rows is lower
+        by more than twice the standard error of the paired per-row
+        difference, else the posterior (a tie goes to the exact Bayesian
+        model); the chosen one's chains continue on every row, as with
+        ``validation_fraction``, and the fit warns on its held-out check.
+        Fewer than 60 held-out rows cannot tell the two apart: the fit is
+        then the ``temperature=1`` fit. Measured (doc/mlp.rst): digits
+        chooses the cold model (test log-loss 0.065 against the posterior's
+        0.123 and ``MLPClassifier``'s 0.067), a 5,000-row problem the
+        posterior. The choice and the comparison are ``temperature_``,
+        ``prior_scale_`` and ``temperature_selection_``; a ``warm_start``
+        continuation keeps the choice.
 
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes, as in
@@ -466,10 +488,26 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
         Friction (``"sgnht"``: diffusion A) used by the last fit, for the
         samplers that own ``friction`` (None for the others).
 
+    temperature_ : float
+        Temperature of the draws (``temperature``, or the one
+        ``temperature="auto"`` chose).
+
+    prior_scale_ : float or list of float
+        ``prior_scale`` of the draws (doubled where ``temperature="auto"``
+        chose the cold model).
+
+    temperature_selection_ : dict or None
+        Only with ``temperature="auto"`` (None where the rows were too few
+        to choose): the candidates' ``temperature`` and
+        ``prior_scale``, their model averages' ``held_out_log_loss``, the
+        paired ``difference`` (cold minus posterior, nats a row) and its
+        ``se``, ``n_rows`` held out and the index ``chosen``.
+        ``n_grad_evals_`` counts both candidates' work.
+
     validation_error_ : ModelAverageError
-        Only with ``validation_fraction``: the checked run's model-average
-        log-loss on the held-out rows, its jackknife finite-run bias and
-        Monte Carlo se (:func:`~skbayes_sg.diagnostics.model_average_error`;
+        Only with ``validation_fraction`` or ``temperature="auto"``: the
+        checked run's model-average log-loss on the held-out rows, its
+        jackknife finite-run bias and Monte Carlo se (:func:`~skbayes_sg.diagnostics.model_average_error`;
         the draws kept are those of the continuation on every row).
 
     See Also
@@ -532,7 +570,7 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         n_cycles=4,
         exploration_fraction=0.5,
         power_t=0.55,
-        temperature=1.0,
+        temperature="auto",
         class_weight=None,
         init="auto",
         validation_fraction=None,
@@ -652,7 +690,10 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         continuing = self.warm_start and hasattr(self, "_chain_states")
         if continuing:
             self._check_continuation(classes, hidden)
-        for name in ("validation_error_", "_validation_mask"):
+        if self.temperature == "auto":
+            return fit_auto(self, X, y, sample_weight, continuing)
+        for name in ("validation_error_", "_validation_mask", "validation_fraction_",
+                     "temperature_selection_", "_auto_settings"):
             self.__dict__.pop(name, None)
         held = held_out_rows(self, X, y)
         if held is None:
@@ -677,6 +718,7 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         self._fit(X, y, classes, hidden, continuing=True, append=False, weights=weights)
         self.n_warmup_ = n_warmup
         self.validation_error_, self._validation_mask = error, held
+        self.validation_fraction_ = self.validation_fraction
 
     def _row_weights(self, X, y, sample_weight):
         """The rows' frequency weights, ``sample_weight`` times the

@@ -169,6 +169,8 @@ class NetworkRunMixin:
         elif not continuing:
             self.map_coef_ = None
         self.device_ = device
+        # the model the draws are of (temperature="auto" fits candidates)
+        self.temperature_, self.prior_scale_ = self._model()
         self._store_steps(params, metropolis)
         self.batch_size_ = int(batch_size)
         self.friction_ = (params["friction"]

@@ -107,6 +107,18 @@ class NetworkSettingsMixin:
                 f"schedule={self.schedule!r}; set schedule='polynomial' or leave power_t "
                 f"at its default ({defaults['power_t']!r}).")
 
+    def _model(self):
+        """``(temperature, prior_scale)`` a run samples at: the parameters,
+        where ``temperature`` is a number; with ``"auto"`` (which ``fit``
+        resolves by fitting candidates at numbers) ``partial_fit`` samples
+        the previous fit's model, or the posterior (``temperature=1``) on
+        its first call."""
+        if isinstance(self.temperature, str):
+            if hasattr(self, "temperature_"):
+                return self.temperature_, self.prior_scale_
+            return 1.0, self.prior_scale
+        return float(self.temperature), self.prior_scale
+
     def _prior_layers(self, layer_sizes):
         """``[(weight scale s, bias scale s_b)]`` per layer for the fan-in
         prior (weights ``N(0, s^2 / fan_in)``, biases ``N(0, s_b^2)``), or None
@@ -114,18 +126,20 @@ class NetworkSettingsMixin:
         if self.prior == "isotropic":
             return None
         return [(s, float(self.prior_bias_scale))
-                for s in self._layer_scales(len(layer_sizes) - 1)]
+                for s in self._layer_scales(len(layer_sizes) - 1, self._model()[1])]
 
-    def _layer_scales(self, n_layers):
-        """``prior_scale`` as one weight scale per layer (checked)."""
-        scales = np.atleast_1d(np.asarray(self.prior_scale, dtype=np.float64)).ravel()
+    def _layer_scales(self, n_layers, prior_scale=None):
+        """``prior_scale`` (or the given one) as one weight scale per layer
+        (checked)."""
+        prior_scale = self.prior_scale if prior_scale is None else prior_scale
+        scales = np.atleast_1d(np.asarray(prior_scale, dtype=np.float64)).ravel()
         if scales.size == 1:
             scales = np.repeat(scales, n_layers)
         if (scales.size != n_layers or not np.all(np.isfinite(scales))
                 or not np.all(scales > 0)):
             raise ValueError(
                 f"prior_scale must be a positive number or one positive number per layer "
-                f"({n_layers} here: len(hidden_layer_sizes) + 1), got {self.prior_scale!r}.")
+                f"({n_layers} here: len(hidden_layer_sizes) + 1), got {prior_scale!r}.")
         return [float(v) for v in scales]
 
     def _log_prior(self, theta):
@@ -138,7 +152,9 @@ class NetworkSettingsMixin:
         sb = float(self.prior_bias_scale)
         out = np.zeros(theta.shape[:-1])
         pos = 0
-        for s, fi, fo in zip(self._layer_scales(self.n_layers_ - 1), self.layer_sizes_[:-1],
+        # the fitted model's scale (temperature="auto" may have widened it)
+        for s, fi, fo in zip(self._layer_scales(self.n_layers_ - 1, self.prior_scale_),
+                             self.layer_sizes_[:-1],
                              self.layer_sizes_[1:]):
             W = theta[..., pos:pos + fi * fo]
             b = theta[..., pos + fi * fo:pos + fi * fo + fo]
@@ -226,7 +242,7 @@ class NetworkSettingsMixin:
             "alpha": float(self.alpha) if self.prior == "isotropic" else 0.0,
             "hyperprior": (None if self.hyperprior is None
                            else tuple(float(v) for v in self.hyperprior)),
-            "temperature": float(self.temperature),
+            "temperature": self._model()[0],
             "friction": gamma,
             "inv_mass": float(self.inv_mass),
             "n_leapfrog": self.n_leapfrog,  # "auto" resolved by the runner

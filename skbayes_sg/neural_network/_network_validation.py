@@ -26,10 +26,13 @@ from sklearn.utils import check_random_state
 PREDICTION_TOLERANCE = 0.01
 
 
-def held_out_rows(estimator, X, y):
+def held_out_rows(estimator, X, y, fraction=None, required=True):
     """Boolean mask of the rows the run is checked on (stratified by class,
-    drawn from ``random_state``), or None (``validation_fraction=None``)."""
-    fraction = estimator.validation_fraction
+    drawn from ``random_state``): ``fraction`` of them, by default
+    ``validation_fraction``; None when that is None, or (not ``required``)
+    when the rows cannot be stratified."""
+    if fraction is None:
+        fraction = estimator.validation_fraction
     if fraction is None:
         return None
     n_rows = X.shape[0]
@@ -38,6 +41,8 @@ def held_out_rows(estimator, X, y):
         _, held = train_test_split(np.arange(n_rows), test_size=fraction, stratify=y,
                                    random_state=seed)
     except ValueError as exc:
+        if not required:
+            return None
         raise ValueError(
             f"validation_fraction={fraction!r} cannot hold out a stratified share of these "
             f"{n_rows} rows ({exc}); use a fraction that leaves every class a row on each "
@@ -54,7 +59,7 @@ def fit_messages(estimator):
     network's permutation-invariant quantities (one writer of that advice)."""
     held_out = getattr(estimator, "validation_error_", None)
     if held_out is not None:
-        return prediction_messages(held_out, estimator.validation_fraction, estimator.thin_)
+        return prediction_messages(held_out, estimator.validation_fraction_, estimator.thin_)
     from ..diagnostics._advice import assess, convergence_messages
     return convergence_messages(estimator, assess(estimator))
 
