@@ -328,8 +328,10 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
         that sit in different basins, or weights that drift where the data
         do not constrain them, do not make it warn. On a few hundred
         held-out rows the check is noisy (``doc/mlp.rst``). None: no check
-        run, the warning reads R-hat and ESS. :meth:`partial_fit` refuses
-        it (it does not warn).
+        run, the warning reads R-hat and ESS, except with
+        ``temperature="auto"``, which holds out 0.2 (it chooses the model on
+        those rows, then checks the chosen run there). :meth:`partial_fit`
+        refuses it (it does not warn).
 
 {friction_doc}
         Here ``"auto"`` is ``0.1 / h``, a momentum decay ``h * gamma`` (for

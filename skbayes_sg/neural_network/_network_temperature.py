@@ -103,10 +103,16 @@ def choose(posterior_losses, cold_losses, z=SELECTION_Z):
 _FIT_PRIVATE = ("_chain_states", "_diagnostic_rows", "_validation_mask", "_auto_settings")
 
 
+#: what ``fit``'s own validation of the data wrote (the candidates see the
+#: validated arrays, without the column names of a DataFrame)
+_VALIDATED = ("n_features_in_", "feature_names_in_")
+
+
 def _fitted(estimator):
-    """The attributes a fit wrote."""
+    """The attributes a fit wrote, beside those of the data's validation."""
     return {k: v for k, v in vars(estimator).items()
-            if k in _FIT_PRIVATE or (k.endswith("_") and not k.startswith("_"))}
+            if k in _FIT_PRIVATE or (k.endswith("_") and not k.startswith("_")
+                                     and k not in _VALIDATED)}
 
 
 def _take_fit(estimator, candidate):
@@ -182,7 +188,8 @@ def _select(estimator, X, y, sample_weight, held, fraction):
     from ..diagnostics import model_average_error
 
     kept = ~held
-    w_kept = None if sample_weight is None else np.asarray(sample_weight)[kept]
+    w_kept = (sample_weight if sample_weight is None or np.ndim(sample_weight) == 0
+              else np.asarray(sample_weight)[kept])
     candidates = []
     for settings in candidate_settings(estimator):
         candidate = clone(estimator).set_params(**settings, validation_fraction=None,
