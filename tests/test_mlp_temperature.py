@@ -163,3 +163,15 @@ def test_digits_choose_the_cold_model_and_5000_rows_the_posterior():
         else:
             assert clf.temperature_ == 1.0 and clf.prior_scale_ == 4.0
         assert np.mean(row_log_loss(clf, Xte, yte)) < bound
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_verbose_says_which_run_is_which(capsys):
+    X, y = _rows()
+    _quiet(_small(temperature="auto", verbose=1), X, y)
+    lines = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("temperature='auto': ")]
+    assert len(lines) == 3
+    assert "the posterior (temperature=1)" in lines[0] and "320 rows" in lines[0]
+    assert "the cold model (temperature=0.02, prior_scale=8.0)" in lines[1]
+    assert "continues on every row" in lines[2]

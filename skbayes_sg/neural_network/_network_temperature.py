@@ -182,6 +182,18 @@ def _fit_as(estimator, settings, X, y, sample_weight, continuing, **selection):
     estimator._auto_settings = kept["_auto_settings"] if continuing else dict(settings)
 
 
+def _say(estimator, text):
+    """With ``verbose``: a line before each run of the choice (each run
+    writes its own progress lines)."""
+    if estimator.verbose:
+        print(f"temperature='auto': {text}", flush=True)
+
+
+def _describe(settings):
+    return f"temperature={settings['temperature']:g}" + (
+        f", prior_scale={settings['prior_scale']}" if "prior_scale" in settings else "")
+
+
 def _select(estimator, X, y, sample_weight, held, fraction):
     """Both candidates on the rows not ``held``, the choice, the chosen
     one's continuation on every row."""
@@ -191,13 +203,19 @@ def _select(estimator, X, y, sample_weight, held, fraction):
     w_kept = (sample_weight if sample_weight is None or np.ndim(sample_weight) == 0
               else np.asarray(sample_weight)[kept])
     candidates = []
-    for settings in candidate_settings(estimator):
+    for name, settings in zip(("the posterior", "the cold model"),
+                              candidate_settings(estimator)):
+        _say(estimator, f"{name} ({_describe(settings)}) on the {int(kept.sum())} rows not "
+             "held out")
         candidate = clone(estimator).set_params(**settings, validation_fraction=None,
                                                 warm_start=False)
         candidates.append(_quiet_fit(candidate, X[kept], y[kept], w_kept))
     losses = [row_log_loss(c, X[held], y[held]) for c in candidates]
     index, diff, se = choose(*losses)
     chosen = candidates[index]
+    _say(estimator, f"held-out log-loss {losses[0].mean():.4f} (posterior), "
+         f"{losses[1].mean():.4f} (cold), difference {diff:+.4f} +- {se:.4f}: "
+         f"{('the posterior', 'the cold model')[index]} continues on every row")
     error = model_average_error(chosen, X[held], y[held])
     n_warmup = chosen.n_warmup_          # the continuation's own is 0
     _quiet_fit(chosen.set_params(warm_start=True), X, y, sample_weight)
