@@ -509,8 +509,9 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
     validation_error_ : ModelAverageError
         Only with ``validation_fraction`` or ``temperature="auto"``: the
         checked run's model-average log-loss on the held-out rows, its
-        jackknife finite-run bias and Monte Carlo se (:func:`~skbayes_sg.diagnostics.model_average_error`;
-        the draws kept are those of the continuation on every row).
+        jackknife finite-run bias and Monte Carlo se
+        (:func:`~skbayes_sg.diagnostics.model_average_error`; the draws
+        kept are those of the continuation on every row).
 
     See Also
     --------
@@ -639,7 +640,9 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         Runs ``n_chains`` chains of ``n_warmup + n_samples * thin`` steps
         (with ``warm_start=True`` and a previous fit: continues the chains for
         ``n_samples * thin`` steps, no warm-up) and stores the kept draws in
-        ``coef_samples_``.
+        ``coef_samples_``. With ``temperature="auto"`` (the default) it first
+        chooses the model on held-out rows (two candidate runs, see the
+        parameter); the draws are then those of the chosen model.
 
         Parameters
         ----------
@@ -680,7 +683,8 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
             a split R-hat above 1.01, or a bulk or tail effective sample size
             below 100 per chain; the message (that of :meth:`check_convergence`)
             names the ``n_samples``, ``thin`` and ``n_warmup`` to use. With
-            ``validation_fraction``: when the checked run's model average has
+            ``validation_fraction`` or ``temperature="auto"`` (the default,
+            on at least 300 rows): when the checked run's model average has
             an estimated finite-run bias or Monte Carlo se above 0.01 nats a
             row on the held-out rows, naming the ``thin`` to use.
         """

@@ -153,7 +153,8 @@ class NetworkSettingsMixin:
         out = np.zeros(theta.shape[:-1])
         pos = 0
         # the fitted model's scale (temperature="auto" may have widened it)
-        for s, fi, fo in zip(self._layer_scales(self.n_layers_ - 1, self.prior_scale_),
+        scale = getattr(self, "prior_scale_", self.prior_scale)   # fits pickled before it
+        for s, fi, fo in zip(self._layer_scales(self.n_layers_ - 1, scale),
                              self.layer_sizes_[:-1],
                              self.layer_sizes_[1:]):
             W = theta[..., pos:pos + fi * fo]
