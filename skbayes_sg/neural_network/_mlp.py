@@ -707,7 +707,8 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
                       weights=weights)
         else:
             self._fit_checked(X, y, classes, hidden, held, continuing, weights)
-        self._warn_if_unreliable()
+        if not getattr(self, "_candidate", False):   # temperature="auto" warns once
+            self._warn_if_unreliable()
         return self
 
     def _fit_checked(self, X, y, classes, hidden, held, continuing, weights):

@@ -15,7 +15,6 @@ twice the standard error of the paired per-row difference; otherwise the
 posterior is (a tie goes to the exact Bayesian model).
 """
 import math
-import warnings
 
 import numpy as np
 from sklearn.base import clone
@@ -124,13 +123,14 @@ def _take_fit(estimator, candidate):
 
 
 def _quiet_fit(candidate, X, y, sample_weight):
-    """Fit a candidate without its own convergence warning (the estimator
-    warns once, on the held-out check of the candidate it keeps)."""
-    from ..diagnostics._convergence import MCMCConvergenceWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MCMCConvergenceWarning)
+    """Fit a candidate without its own convergence check and warning (the
+    estimator warns once, on the held-out check of the candidate it keeps;
+    the check costs a tenth of a digits fit)."""
+    candidate._candidate = True
+    try:
         return candidate.fit(X, y, sample_weight=sample_weight)
+    finally:
+        del candidate._candidate
 
 
 def fit_auto(estimator, X, y, sample_weight, continuing):
