@@ -40,5 +40,18 @@ def test_the_cold_model_is_kept_only_when_it_predicts_better_by_two_standard_err
         assert index == expected
         assert diff == pytest.approx(shift) and d_se == pytest.approx(se)
     assert SELECTION_Z == 2.0
+    # frequency weights: a weight k is the row k times (the mean), a zero
+    # weight the row left out
+    counts = rng.integers(0, 4, size=400)
+    cold = posterior + noise - 4 * se
+    repeated = choose(np.repeat(posterior, counts), np.repeat(cold, counts))
+    weighted = choose(posterior, cold, weights=counts)
+    assert weighted[1] == pytest.approx(repeated[1])
+    # the se counts the held-out rows, not their weights: a repeated row is
+    # not more evidence about the difference than the row itself
+    assert weighted[2] > repeated[2]
+    kept = counts > 0
+    assert choose(posterior, cold, weights=kept.astype(float))[1:] == pytest.approx(
+        choose(posterior[kept], cold[kept])[1:])
     # one row cannot measure a difference
     assert choose([0.5], [0.1])[0] == 0

@@ -85,14 +85,21 @@ def row_log_loss(estimator, X, y):
     return -np.log(np.clip(proba[np.arange(len(y)), index], 1e-300, None))
 
 
-def choose(posterior_losses, cold_losses, z=SELECTION_Z):
+def choose(posterior_losses, cold_losses, weights=None, z=SELECTION_Z):
     """``(index, difference, se)``: 1 (the cold candidate) when its mean
     held-out log-loss is below the posterior's by more than ``z`` standard
     errors of the paired difference, else 0; ``difference`` is cold minus
-    posterior, nats a row."""
+    posterior, nats a row. With frequency ``weights`` (the fit's row
+    weights) the mean is weighted and its se that of a ratio estimator over
+    the held-out rows (a repeated row is not more evidence than the row)."""
     d = np.asarray(cold_losses, dtype=np.float64) - np.asarray(posterior_losses, np.float64)
-    diff = float(d.mean())
-    se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else math.inf
+    w = np.ones_like(d) if weights is None else np.asarray(weights, dtype=np.float64)
+    diff = float(np.dot(w, d) / w.sum())
+    if np.count_nonzero(w) < 2:
+        return 0, diff, math.inf
+    n = np.count_nonzero(w)
+    # sum w^2 (d - mean)^2 / (sum w)^2, with the n / (n - 1) of the sample variance
+    se = float(math.sqrt(n / (n - 1) * np.dot(w * w, (d - diff) ** 2)) / w.sum())
     return (1 if diff < -z * se else 0), diff, se
 
 
@@ -211,10 +218,13 @@ def _select(estimator, X, y, sample_weight, held, fraction):
                                                 warm_start=False)
         candidates.append(_quiet_fit(candidate, X[kept], y[kept], w_kept))
     losses = [row_log_loss(c, X[held], y[held]) for c in candidates]
-    index, diff, se = choose(*losses)
+    weights = estimator._row_weights(X, y, sample_weight)     # times class_weight
+    weights = None if weights is None else weights[held]
+    index, diff, se = choose(*losses, weights=weights)
+    means = [float(np.average(v, weights=weights)) for v in losses]
     chosen = candidates[index]
-    _say(estimator, f"held-out log-loss {losses[0].mean():.4f} (posterior), "
-         f"{losses[1].mean():.4f} (cold), difference {diff:+.4f} +- {se:.4f}: "
+    _say(estimator, f"held-out log-loss {means[0]:.4f} (posterior), "
+         f"{means[1]:.4f} (cold), difference {diff:+.4f} +- {se:.4f}: "
          f"{('the posterior', 'the cold model')[index]} continues on every row")
     error = model_average_error(chosen, X[held], y[held])
     n_warmup = chosen.n_warmup_          # the continuation's own is 0
@@ -226,7 +236,7 @@ def _select(estimator, X, y, sample_weight, held, fraction):
     estimator.temperature_selection_ = {
         "temperature": [c.temperature for c in candidates],
         "prior_scale": [c.prior_scale for c in candidates],
-        "held_out_log_loss": [float(v.mean()) for v in losses],
+        "held_out_log_loss": means,
         "difference": diff, "se": se, "n_rows": int(held.sum()), "chosen": index}
     estimator._auto_settings = dict(
         {k: chosen.get_params()[k] for k in ("temperature", "prior_scale", "init",
