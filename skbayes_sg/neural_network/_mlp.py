@@ -716,16 +716,25 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         model average checked on the ``held`` ones (``validation_error_``),
         then the chains continued on every row for the same span, whose
         draws are kept."""
-        from ..diagnostics import model_average_error
         kept = ~held
         self._fit(X[kept], y[kept], classes, hidden, continuing=continuing, append=False,
                   weights=None if weights is None else weights[kept])
+        self._check_then_continue(X, y, held, self.validation_fraction, weights)
+
+    def _check_then_continue(self, X, y, held, fraction, weights):
+        """After a run on the rows not ``held``: its model average checked
+        on the ``held`` ones (``validation_error_``), then the chains
+        continued on every row for the same span, whose draws are kept
+        (``n_warmup_`` stays the run's own; the continuation's is 0). Also
+        the end of ``temperature="auto"``, for the model it chose."""
+        from ..diagnostics import model_average_error
         error = model_average_error(self, X[held], y[held])
-        n_warmup = self.n_warmup_      # the continuation's own is 0
-        self._fit(X, y, classes, hidden, continuing=True, append=False, weights=weights)
+        n_warmup = self.n_warmup_
+        self._fit(X, y, self.classes_, self._check_params(), continuing=True, append=False,
+                  weights=weights)
         self.n_warmup_ = n_warmup
         self.validation_error_, self._validation_mask = error, held
-        self.validation_fraction_ = self.validation_fraction
+        self.validation_fraction_ = fraction
 
     def _row_weights(self, X, y, sample_weight):
         """The rows' frequency weights, ``sample_weight`` times the

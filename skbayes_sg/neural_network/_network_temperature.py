@@ -204,8 +204,6 @@ def _describe(settings):
 def _select(estimator, X, y, sample_weight, held, fraction):
     """Both candidates on the rows not ``held``, the choice, the chosen
     one's continuation on every row."""
-    from ..diagnostics import model_average_error
-
     kept = ~held
     w_kept = (sample_weight if sample_weight is None or np.ndim(sample_weight) == 0
               else np.asarray(sample_weight)[kept])
@@ -218,18 +216,17 @@ def _select(estimator, X, y, sample_weight, held, fraction):
                                                 warm_start=False)
         candidates.append(_quiet_fit(candidate, X[kept], y[kept], w_kept))
     losses = [row_log_loss(c, X[held], y[held]) for c in candidates]
-    weights = estimator._row_weights(X, y, sample_weight)     # times class_weight
-    weights = None if weights is None else weights[held]
+    row_weights = estimator._row_weights(X, y, sample_weight)     # times class_weight
+    weights = None if row_weights is None else row_weights[held]
     index, diff, se = choose(*losses, weights=weights)
     means = [float(np.average(v, weights=weights)) for v in losses]
     chosen = candidates[index]
     _say(estimator, f"held-out log-loss {means[0]:.4f} (posterior), "
          f"{means[1]:.4f} (cold), difference {diff:+.4f} +- {se:.4f}: "
          f"{('the posterior', 'the cold model')[index]} continues on every row")
-    error = model_average_error(chosen, X[held], y[held])
-    n_warmup = chosen.n_warmup_          # the continuation's own is 0
-    _quiet_fit(chosen.set_params(warm_start=True), X, y, sample_weight)
-    chosen.n_warmup_ = n_warmup
+    # the chosen run checked on the held-out rows, then continued on every
+    # row: validation_fraction's mechanism, which writes validation_error_
+    chosen._check_then_continue(X, y, held, fraction, row_weights)
     _take_fit(estimator, chosen)
     # the fit's work includes the candidate it did not keep
     estimator.n_grad_evals_ += sum(c.n_grad_evals_ for c in candidates if c is not chosen)
@@ -242,5 +239,3 @@ def _select(estimator, X, y, sample_weight, held, fraction):
         {k: chosen.get_params()[k] for k in ("temperature", "prior_scale", "init",
                                              "map_epochs", "map_learning_rate", "n_warmup")},
         validation_fraction=fraction)
-    estimator.validation_error_, estimator._validation_mask = error, held
-    estimator.validation_fraction_ = fraction
