@@ -1107,6 +1107,8 @@ def _report_network(est, X, y, seconds, standardize, say):
 
 def _say_selection(selection, say):
     """``--temperature auto``: which model the held-out rows chose, and by how much."""
+    from .neural_network._network_temperature import SELECTION_Z
+
     chosen = selection["chosen"]
     posterior, cold = selection["held_out_log_loss"]
     say(textwrap.fill(
@@ -1114,7 +1116,7 @@ def _say_selection(selection, say):
         f"{selection['prior_scale'][chosen]}, chosen on {selection['n_rows']} held-out rows "
         f"(model-average log-loss {posterior:.4f} for the posterior, {cold:.4f} for the cold "
         f"model: difference {selection['difference']:+.4f} +- {selection['se']:.4f}; the cold "
-        "model is kept only when better by more than 2 se).", width=WRAP,
+        f"model is kept only when better by more than {SELECTION_Z:g} se).", width=WRAP,
         subsequent_indent="  "))
 
 
