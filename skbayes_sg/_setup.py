@@ -29,6 +29,10 @@ DEFAULT_BATCH_SIZE = 100
 #: the dense (Cholesky) Laplace metric up to this many parameters, a
 #: diagonal one above (a step costs O(dim^2) in a dense metric)
 MAX_DENSE_METRIC = 2000
+#: the second-order control variate (``cv2``) up to this many parameters:
+#: it keeps the dim x dim data Hessian and multiplies by it at every step
+#: (the dense metric's own cost and limit)
+MAX_TAYLOR_DIM = MAX_DENSE_METRIC
 #: full gradients (exact, Metropolis-adjusted) when the whole fit with them
 #: costs less than this many flops, or when subsampling would save less than
 #: FULL_GRADIENT_PREFERENCE times their cost
@@ -230,6 +234,7 @@ class SetupPolicy:
         T = float(self.p.temperature)
         self._check_combinations()
         self._check_parameters_act(self.p.sampler, self.p.subsampling)  # before the set-up
+        _check_taylor(ctx, self.p.subsampling)
         kind, metric_cfg, factor = self._resolve_metric(ctx, T)
         v1 = _OneRowNoise(ctx, kind, factor, T)
         # sparse rows, few touched a step: lazy steps cost O(nnz), and a
@@ -241,7 +246,7 @@ class SetupPolicy:
         lazy = lazy and subsampling in LAZY_SUBSAMPLINGS and (
             subsampling != "uniform" or self.p.access == "random")
         if not lazy:
-            overhead = self._step_overhead(ctx, kind)
+            overhead = self._step_overhead(ctx, kind, SUBSAMPLINGS[subsampling].control)
         sampler = self._resolve_sampler(kind, exact)
         lazy = lazy and sampler in LAZY_SAMPLERS
         self._check_parameters_act(sampler, subsampling)
@@ -512,13 +517,17 @@ class SetupPolicy:
         return self._touches_few(
             ctx, DEFAULT_BATCH_SIZE if self.p.batch_size == "auto" else self.p.batch_size)
 
-    def _step_overhead(self, ctx, kind):
+    def _step_overhead(self, ctx, kind, control=None):
         """A step's cost besides its rows, in row evaluations: the metric's
-        products (O(dim^2) dense, O(dim) otherwise) against one row's nnz."""
+        products (O(dim^2) dense, O(dim) otherwise), and the second-order
+        control's Hessian product (``control="taylor"``, O(dim^2)), against
+        one row's nnz."""
         X = ctx.X
         nnz = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else X.shape[1]
         per_row = max(nnz, 1.0) * ctx.glm.n_outputs
         work = ctx.dim * ctx.dim if kind == "dense" else 4.0 * ctx.dim
+        if control == "taylor":
+            work += ctx.dim * ctx.dim
         return work / per_row
 
     def _resolve_subsampling(self, ctx, kind, v1, overhead):
@@ -584,6 +593,23 @@ class SetupPolicy:
                 return ctx.mode()
             return np.zeros(ctx.dim) if init == "zeros" else None
         return self._init_array(ctx)
+
+
+def _check_taylor(ctx, subsampling):
+    """The second-order control's requirements: one output, and a data
+    Hessian small enough to keep and multiply at every step."""
+    if subsampling not in SUBSAMPLINGS or SUBSAMPLINGS[subsampling].control != "taylor":
+        return
+    if ctx.glm.n_outputs != 1:
+        raise ValueError(
+            f"subsampling={subsampling!r} expands each datum's gradient to second "
+            "order, which this library does for one output only; this model has "
+            f"{ctx.glm.n_outputs}. Use subsampling='cv-preferential' (or 'auto').")
+    if ctx.dim > MAX_TAYLOR_DIM:
+        raise ValueError(
+            f"subsampling={subsampling!r} keeps the data Hessian ({ctx.dim} x {ctx.dim} "
+            f"here) and multiplies by it at every step; it is offered up to "
+            f"{MAX_TAYLOR_DIM} parameters. Use subsampling='cv-preferential' (or 'auto').")
 
 
 def _lowrank_directions(values, residuals, max_rank=2 * LOWRANK_DIRECTIONS):

@@ -94,6 +94,7 @@ POSTERIOR_COMBOS = [c for c in ALL_COMBOS if c not in EWSG_CYCLIC]
 FAST_RIDGE = [
     ("sgld", "cv-preferential", "random"),
     ("sgld", "tmu", "cyclic"),
+    ("sgld", "cv2", "reshuffle"),
     ("psgld", "uniform", "reshuffle"),
     ("psgld", "adaptive-cv", "random"),
     ("sghmc", "ewsg", "random"),
@@ -108,6 +109,7 @@ FAST_RIDGE = [
     ("uld", "ewsg-cv", "random"),
     ("baoab", "uniform", "random"),
     ("baoab", "cv-preferential", "random"),
+    ("baoab", "cv2-preferential", "random"),
     ("sgnht", "uniform", "random"),
     ("sgnht", "saga", "cyclic"),
 ]
@@ -119,6 +121,8 @@ FAST_LOGISTIC = [
     ("uld", "ewsg", "random"),
     ("baoab", "svrg", "random"),
     ("sgnht", "cv-preferential", "random"),
+    ("baoab", "cv2-preferential", "random"),
+    ("sghmc", "cv2", "random"),
 ]
 
 

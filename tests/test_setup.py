@@ -288,7 +288,7 @@ def test_the_passes_over_many_rows_use_every_core_and_keep_their_bits(monkeypatc
         u, g, H = ctx._value_grad_hessian(theta)
         Q = ctx.metric_row_covariances("dense", L)
         return [np.array(u), g, H, ctx.weighted_gram(Q), Q,
-                ctx._residual_moments(theta, Q, centred=True)]
+                ctx._residual_moments(theta, Q, "fixed")]
 
     threads = set()
     real = _row_algebra.dense_gram

@@ -144,6 +144,7 @@ class EstimatorSpec:
         Accepts ``access=`` (the others draw from their own weights).
     control : str or None
         What each row's term subtracts ("fixed": its value at the mode,
+        "taylor": its second-order expansion at the mode,
         "snapshot": at a point about one draw old, "none": nothing; None: no
         noise at all).
     weighting : str or None

@@ -97,6 +97,7 @@ cdef enum Control:
     CONTROL_FIXED = 1      # a_j = r_j(theta_hat) (a table), A = sum grad U_j(theta_hat)
     CONTROL_SNAPSHOT = 2   # a_j = r_j(theta_tilde) recomputed; theta_tilde, A refreshed every period
     CONTROL_TABLE = 3      # SAGA: a_j = residual at j's last visit, updated on commit
+    CONTROL_TAYLOR = 4     # a_j = r_j(theta_hat) + c_j (z_j - z_j(theta_hat)), A + H (theta - theta_hat)
 
 
 cdef class GLMEstimator(GradientEstimator):
@@ -111,6 +112,11 @@ cdef class GLMEstimator(GradientEstimator):
     cdef double[::1] snapshot       # dim: theta_tilde (SNAPSHOT)
     cdef double[::1] zbuf2          # K scratch
     cdef double[::1] abuf           # K scratch
+    # second-order control (TAYLOR, one output): each row's curvature and
+    # linear predictor at theta_hat, and the data Hessian there (dim x dim)
+    cdef double[::1] curvature
+    cdef double[::1] predictor
+    cdef double[:, ::1] hessian
     # index selection
     cdef intp[::1] order            # permutation (RESHUFFLE)
     cdef intp cursor                # next position in the pass (RESHUFFLE, CYCLIC)

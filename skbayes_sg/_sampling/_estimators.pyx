@@ -293,7 +293,8 @@ cdef class UniformSubsampling(GradientEstimator):
 ACCESS_MODES = {"random": ACCESS_RANDOM, "reshuffle": ACCESS_RESHUFFLE,
                 "cyclic": ACCESS_CYCLIC, "weighted": ACCESS_WEIGHTED}
 CONTROL_MODES = {"none": CONTROL_NONE, "fixed": CONTROL_FIXED,
-                 "snapshot": CONTROL_SNAPSHOT, "table": CONTROL_TABLE}
+                 "snapshot": CONTROL_SNAPSHOT, "table": CONTROL_TABLE,
+                 "taylor": CONTROL_TAYLOR}
 
 
 def alias_table(p):
@@ -355,7 +356,10 @@ cdef class GLMEstimator(GradientEstimator):
 
     - ``w_j = n / b`` (uniform access) or ``1 / (b p_j)`` (weighted access),
     - the control residuals ``a_j`` and their sum ``A`` set by ``control``:
-      none (plain subsampling), fixed at a point (SGLD-CV), a snapshot
+      none (plain subsampling), fixed at a point (SGLD-CV), its second-order
+      Taylor expansion there (one output: ``a_j = r_j(theta_hat) + c_j
+      (x_j^T theta - x_j^T theta_hat)``, whose sum over the rows,
+      ``A + H (theta - theta_hat)``, is added exactly), a snapshot
       refreshed every ``period`` steps and recomputed on the fly (SVRG-LD,
       PTU), or a table updated with the visited data (SAGA-LD, PPU; plus a full
       refresh every ``period`` steps: TMU),
@@ -377,7 +381,7 @@ cdef class GLMEstimator(GradientEstimator):
     batch_size : int
         b (the pilot size when ``adaptive_coef`` is given).
     access : {"random", "reshuffle", "cyclic", "weighted"}
-    control : {"none", "fixed", "snapshot", "table"}
+    control : {"none", "fixed", "taylor", "snapshot", "table"}
     period : int
         Steps between full refreshes (snapshot: required; table: 0 = SAGA,
         > 0 = TMU).
@@ -390,6 +394,11 @@ cdef class GLMEstimator(GradientEstimator):
         ``r_j(control_point)`` (n*K values) and ``sum_j grad U_j(control_point)``
         (dim values), computed once for all chains; without them the
         estimator makes that data pass itself (counted in ``n_evals``).
+    control_curvature, control_predictor : ndarrays of shape (n,) or None
+        ``c_j`` (the weighted curvature of row j's loss at theta_hat) and
+        ``x_j^T theta_hat``: required by the taylor control.
+    control_hessian : ndarray of shape (dim, dim) or None
+        ``H = sum_j c_j (x_j, 1) (x_j, 1)^T``: required by the taylor control.
     adaptive_coef : float or None
         Enables the adaptive size with this coefficient.
     centre : ndarray of shape (dim,) or None
@@ -403,7 +412,8 @@ cdef class GLMEstimator(GradientEstimator):
     def __init__(self, Problem problem, Py_ssize_t batch_size, str access="random",
                  str control="none", Py_ssize_t period=0, weights=None, control_point=None,
                  control_residuals=None, control_sum=None, adaptive_coef=None, centre=None,
-                 alias=None):
+                 alias=None, control_curvature=None, control_predictor=None,
+                 control_hessian=None):
         GradientEstimator.__init__(self, problem)
         cdef intp n = problem.store.n
         cdef intp K = problem.store.K
@@ -421,7 +431,8 @@ cdef class GLMEstimator(GradientEstimator):
         self.zbuf2 = np.zeros(max(K, 1))
         self.abuf = np.zeros(max(K, 1))
         self.A = np.zeros(max(problem.store.dim, 1))
-        self.table = np.zeros(n * K if self.control in (CONTROL_FIXED, CONTROL_TABLE) else 1)
+        self.table = np.zeros(n * K if self.control in (CONTROL_FIXED, CONTROL_TABLE,
+                                                        CONTROL_TAYLOR) else 1)
         self.snapshot = np.zeros(max(problem.store.dim, 1))
         self.order = np.arange(n if self.access == ACCESS_RESHUFFLE else 1, dtype=np.intp)
         self.cursor = n  # RESHUFFLE: shuffle at the first draw
@@ -431,6 +442,11 @@ cdef class GLMEstimator(GradientEstimator):
         self.log_pos = 0
         if self.control == CONTROL_SNAPSHOT and period < 1:
             raise ValueError("a snapshot estimator needs period >= 1")
+        self.curvature = np.zeros(1)
+        self.predictor = np.zeros(1)
+        self.hessian = np.zeros((1, 1))
+        if self.control == CONTROL_TAYLOR:
+            self._set_taylor(control_curvature, control_predictor, control_hessian)
         if self.access == ACCESS_WEIGHTED:
             if weights is None:
                 raise ValueError("weighted access needs weights")
@@ -465,7 +481,8 @@ cdef class GLMEstimator(GradientEstimator):
                 raise ValueError("control_point must have dim values")
             if control_residuals is not None and control_sum is not None:
                 self.A = np.array(control_sum, dtype=np.float64)
-                if self.control == CONTROL_FIXED:   # never written: shared by the chains
+                if self.control == CONTROL_FIXED or self.control == CONTROL_TAYLOR:
+                    # never written: shared by the chains
                     self.table = np.ascontiguousarray(control_residuals,
                                                       dtype=np.float64).reshape(-1)
                 elif self.control != CONTROL_SNAPSHOT:
@@ -474,8 +491,23 @@ cdef class GLMEstimator(GradientEstimator):
                 self.n_refreshes = 1
             else:
                 self._refresh(&th[0])
-        elif self.control == CONTROL_FIXED:
+        elif self.control == CONTROL_FIXED or self.control == CONTROL_TAYLOR:
             raise ValueError("fixed control needs control_point (the mode)")
+
+    def _set_taylor(self, curvature, predictor, hessian):
+        cdef intp n = self.P.n, dim = self.P.dim
+        if self.P.K != 1:
+            raise ValueError("the taylor control needs one output (K = 1)")
+        if curvature is None or predictor is None or hessian is None:
+            raise ValueError("the taylor control needs control_curvature, control_predictor "
+                             "and control_hessian")
+        self.curvature = np.ascontiguousarray(curvature, dtype=np.float64).reshape(-1)
+        self.predictor = np.ascontiguousarray(predictor, dtype=np.float64).reshape(-1)
+        self.hessian = np.ascontiguousarray(hessian, dtype=np.float64)
+        if (self.curvature.shape[0] != n or self.predictor.shape[0] != n
+                or self.hessian.shape[0] != dim or self.hessian.shape[1] != dim):
+            raise ValueError("control_curvature and control_predictor need n values, "
+                             "control_hessian dim x dim")
 
     # ------------------------------------------------------------ indices
     cdef intp _draw(self, intp* idx, intp b) noexcept nogil:
@@ -519,10 +551,11 @@ cdef class GLMEstimator(GradientEstimator):
         for i in range(P.n):
             datum_residual(P, i, theta, &self.zbuf[0], &self.rbuf[0])
             row_axpy(P.X, i, &self.rbuf[0], P.K, &self.A[0])
-            if self.control == CONTROL_FIXED or self.control == CONTROL_TABLE:
+            if (self.control == CONTROL_FIXED or self.control == CONTROL_TABLE
+                    or self.control == CONTROL_TAYLOR):
                 for k in range(P.K):
                     self.table[i * P.K + k] = self.rbuf[k]
-        if self.control == CONTROL_SNAPSHOT:
+        if self.control == CONTROL_SNAPSHOT or self.control == CONTROL_TAYLOR:
             for j in range(P.dim):
                 self.snapshot[j] = theta[j]
         self.n_evals += P.n
@@ -559,15 +592,25 @@ cdef class GLMEstimator(GradientEstimator):
         cdef double w
         cdef double inv_b = 1.0 / <double> b
         cdef double* r
+        cdef intp m
+        cdef double acc
         for j in range(P.dim):
             c.grad[j] = self.A[j]
+        if self.control == CONTROL_TAYLOR:
+            # the expansion's sum over every row, exactly: H (theta - theta_hat)
+            for j in range(P.dim):
+                acc = 0.0
+                for m in range(P.dim):
+                    acc = acc + self.hessian[j, m] * (theta[m] - self.snapshot[m])
+                c.grad[j] += acc
         for j in range(b):
             # the row and the datum's own values, each a random access into
             # an n-long array (hints only: the row's loads walk its page)
             i = c.idx[j]
             row_prefetch(P.X, i)
             SKB_PREFETCH(P.y + i * P.y_stride)
-            if self.control == CONTROL_FIXED or self.control == CONTROL_TABLE:
+            if (self.control == CONTROL_FIXED or self.control == CONTROL_TABLE
+                    or self.control == CONTROL_TAYLOR):
                 SKB_PREFETCH(&self.table[i * P.K])
             if self.access == ACCESS_WEIGHTED:
                 SKB_PREFETCH(&self.inv_np[i])
@@ -580,6 +623,9 @@ cdef class GLMEstimator(GradientEstimator):
             elif self.control == CONTROL_NONE:
                 for k in range(P.K):
                     self.abuf[k] = 0.0
+            elif self.control == CONTROL_TAYLOR:   # K = 1: zbuf holds x_i^T theta
+                self.abuf[0] = self.table[i] + self.curvature[i] * (
+                    self.zbuf[0] - self.predictor[i])
             else:
                 for k in range(P.K):
                     self.abuf[k] = self.table[i * P.K + k]
@@ -658,7 +704,8 @@ cdef class GLMEstimator(GradientEstimator):
         chain (warm start)."""
         # a fixed control's table is never written: shared, not copied (an
         # n-long copy per chain and round, twice, at n = 4e6 cost 0.1 s each)
-        table = np.asarray(self.table) if self.control == CONTROL_FIXED else np.array(self.table)
+        shared = self.control == CONTROL_FIXED or self.control == CONTROL_TAYLOR
+        table = np.asarray(self.table) if shared else np.array(self.table)
         return {"A": np.array(self.A), "table": table,
                 "snapshot": np.array(self.snapshot), "order": np.array(self.order),
                 "counters": np.array([self.n_steps, self.n_refreshes, self.cursor],
@@ -668,7 +715,7 @@ cdef class GLMEstimator(GradientEstimator):
         """Restore :meth:`get_state` output."""
         self.A = np.array(state["A"], dtype=np.float64)
         self.table = (np.ascontiguousarray(state["table"], dtype=np.float64)
-                      if self.control == CONTROL_FIXED else
+                      if self.control == CONTROL_FIXED or self.control == CONTROL_TAYLOR else
                       np.array(state["table"], dtype=np.float64))
         self.snapshot = np.array(state["snapshot"], dtype=np.float64)
         self.order = np.array(state["order"], dtype=np.intp)

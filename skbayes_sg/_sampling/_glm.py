@@ -121,7 +121,7 @@ class ModelSpec:
         there is none (the set-up then uses the curvature at the mode)."""
         return None
 
-    def residual_moments(self, glm, Z, y, Q, centred=True, power=1.0):
+    def residual_moments(self, glm, Z, y, Q, control="fixed", power=1.0):
         """``E[(r(eta) - a)^2]`` per datum, under the law of its linear
         predictor ``eta`` in the posterior: the Laplace law ``N(z_i, Q_i)``
         tilted by the datum's own likelihood beyond second order,
@@ -145,28 +145,30 @@ class ModelSpec:
         y = np.asarray(y)
         Q = np.maximum(np.asarray(Q, dtype=np.float64).reshape(-1), 0.0)
         power = np.broadcast_to(np.asarray(power, dtype=np.float64), Q.shape)
+        if control not in ("none", "fixed", "taylor"):
+            raise ValueError(f"unknown control {control!r}")
         r0 = self.residual(glm, Z, y)[:, 0]
         c0 = np.asarray(self.hessian_weights(glm, Z, y)).reshape(-1)
         # a linear predictor known to within QUADRATURE_SD: the first-order
-        # moment is exact to O(Q) (most rows of a large data set); the
-        # quadrature only where it is not
-        out = c0 * c0 * Q + (0.0 if centred else r0 * r0)
+        # moment is exact to O(Q) (most rows of a large data set), and the
+        # taylor control's remainder is O(Q^2); the quadrature only where not
+        out = (np.zeros_like(Q) if control == "taylor"
+               else c0 * c0 * Q + (r0 * r0 if control == "none" else 0.0))
         # few nodes where the predictor is known to within an sd of 1 (a
         # smooth integrand), many where its law spans the curved region
         for rows, rule in ((np.flatnonzero((Q > QUADRATURE_SD ** 2) & (Q <= 1.0)), _HERMITE_FEW),
                            (np.flatnonzero(Q > 1.0), _HERMITE)):
             if len(rows):
-                out[rows] = self._quadrature_moments(glm, Z[rows], y[rows], Q[rows], centred,
+                out[rows] = self._quadrature_moments(glm, Z[rows], y[rows], Q[rows], control,
                                                      power[rows], r0[rows], c0[rows], rule)
         return out
 
-    def _quadrature_moments(self, glm, Z, y, Q, centred, power, r0, c0, rule):
+    def _quadrature_moments(self, glm, Z, y, Q, control, power, r0, c0, rule):
         """:meth:`residual_moments` by Gauss-Hermite quadrature (``rule``:
         nodes and weights)."""
         t, w = rule
         z = Z[:, 0]
         l0 = self.log_predictive(glm, Z, y)
-        a = r0 if centred else 0.0
         sd = np.sqrt(Q)
         log_w = np.empty((len(t), len(z)))
         values = np.empty((len(t), len(z)))
@@ -177,6 +179,7 @@ class ModelSpec:
             remainder = (self.log_predictive(glm, eta, y) - l0 + r0 * dz
                          + 0.5 * c0 * dz * dz)
             log_w[k] = np.log(w[k]) + power * remainder
+            a = 0.0 if control == "none" else r0 + (c0 * dz if control == "taylor" else 0.0)
             values[k] = (self.residual(glm, eta, y)[:, 0] - a) ** 2
         log_w -= log_w.max(axis=0)
         weights = np.exp(log_w)
@@ -474,10 +477,10 @@ class GLM:
         return self.spec.residual(self, Z, y)
 
 
-    def residual_moments(self, Z, y, Q, centred=True, power=1.0):
+    def residual_moments(self, Z, y, Q, control="fixed", power=1.0):
         """Second moments of the residuals in the posterior (K = 1), see
         :meth:`ModelSpec.residual_moments`."""
-        return self.spec.residual_moments(self, Z, y, Q, centred, power)
+        return self.spec.residual_moments(self, Z, y, Q, control, power)
     def hessian_weights(self, Z, y):
         """Per-datum curvature ``d^2 phi/dz^2``: shape (n,) for one block per
         datum, (n, K, K) for softmax; ``grad^2 U_i = H_i (x) x_i x_i^T``."""

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from . import _estimators
+from ._glm import linear_predictor
 from ._specs import ESTIMATORS, LINEAR, DynamicsSpec, EstimatorSpec
 from .samplers import BY_NAME, sgld
 
@@ -131,7 +132,10 @@ def _build_glm(problem, cfg):
         period=cfg.get("period", 0), weights=cfg.get("weights"),
         control_point=cfg.get("control_point"), control_residuals=cfg.get("control_residuals"),
         control_sum=cfg.get("control_sum"), adaptive_coef=cfg.get("adaptive_coef"),
-        centre=cfg.get("centre"), alias=cfg.get("alias"))
+        centre=cfg.get("centre"), alias=cfg.get("alias"),
+        control_curvature=cfg.get("control_curvature"),
+        control_predictor=cfg.get("control_predictor"),
+        control_hessian=cfg.get("control_hessian"))
 
 
 def _with_alias(cfg):
@@ -162,17 +166,33 @@ def _ps_weights(ctx):
     return _positive(w)
 
 
-def _cvps_weights(ctx):
+def _taylor_control(ctx):
+    """The second-order control's per-row curvatures ``c_i`` and linear
+    predictors at the mode, and the data Hessian there (the mode search's,
+    less the prior): one pass for the predictors, shared by all chains."""
+    mode = ctx.mode()
+    predictor = linear_predictor(ctx.X, mode.reshape(1, -1), ctx.fit_intercept)[:, 0]
+    ctx.n_grad_evals += ctx.n
+    return {"control_curvature": ctx.hessian_row_weights(mode),
+            "control_predictor": predictor,
+            "control_hessian": ctx.hessian_at(mode) - ctx.alpha * np.eye(ctx.dim)}
+
+
+def _cvps_weights(ctx, control="fixed"):
     """SGLD-CV-PS: p_i ∝ sqrt(tr(H_i S H_i M)) at the mode, S the Laplace
     covariance and M the sampler's metric: the expected squared norm, in the
     coordinates the sampler moves in, of the datum's control-variate term
     (the paper's rule, M = I, in the identity metric; in the Laplace metric
     p_i ∝ w_i x_i^T S x_i, the datum's curvature in the whitened metric).
-    Cached: the prepare step and the noise model share it."""
-    return ctx.memo("cvps_weights", lambda: _positive(_cvps_raw_weights(ctx)))
+    With the second-order control (``control="taylor"``) the rule of a
+    whitened metric with one output reads that control's moments E_i (the
+    identity metric keeps the paper's rule).  Cached: the prepare step and
+    the noise model share it."""
+    return ctx.memo(f"cvps_weights_{control}",
+                    lambda: _positive(_cvps_raw_weights(ctx, control)))
 
 
-def _cvps_raw_weights(ctx):
+def _cvps_raw_weights(ctx, control="fixed"):
     """The weights of :func:`_cvps_weights` before their floor."""
     kind = ctx.resolved.metric_kind
     if kind == "identity":
@@ -183,7 +203,7 @@ def _cvps_raw_weights(ctx):
         if C.ndim == 1 and np.ndim(Q) == 1:
             # sqrt(E_i Q_i): E_i the term's second moment under the
             # Laplace law (C^2 Q at first order, when p_i ∝ C_i Q_i)
-            E = ctx.row_noise_moments("fixed", ctx.resolved.posterior_row_cov)
+            E = ctx.row_noise_moments(control, ctx.resolved.posterior_row_cov)
             w = np.sqrt(np.maximum(E * Q, 0.0))
         elif C.ndim == 1:
             w = C * Q
@@ -215,12 +235,14 @@ def _positive(w):
     return (1.0 - DEFENSIVE_SHARE) * w / total + DEFENSIVE_SHARE / w.size
 
 
-def _prepare_cv(ctx, weighted=False, adaptive=False):
-    cfg = {"batch_size": ctx.batch_size, "control": "fixed",
+def _prepare_cv(ctx, weighted=False, adaptive=False, control="fixed"):
+    cfg = {"batch_size": ctx.batch_size, "control": control,
            "access": "weighted" if weighted else ctx.settings.access}
     cfg.update(_mode_control(ctx))
+    if control == "taylor":
+        cfg.update(_taylor_control(ctx))
     if weighted:
-        cfg["weights"] = _cvps_weights(ctx)
+        cfg["weights"] = _cvps_weights(ctx, control)
     if adaptive:
         cfg["centre"] = ctx.mode()
         cfg["adaptive_coef"] = _adaptive_coef(ctx, cfg)
@@ -334,6 +356,9 @@ _ESTIMATOR_KERNELS = {
     "cv": (_prepare_cv, _build_glm, _cv_noise),
     "preferential": (_prepare_ps, _build_glm, _ps_noise),
     "cv-preferential": (lambda ctx: _prepare_cv(ctx, weighted=True), _build_glm, _cvps_noise),
+    "cv2": (lambda ctx: _prepare_cv(ctx, control="taylor"), _build_glm, _cv_noise),
+    "cv2-preferential": (lambda ctx: _prepare_cv(ctx, weighted=True, control="taylor"),
+                         _build_glm, _cvps_noise),
     "adaptive-cv": (lambda ctx: _prepare_cv(ctx, adaptive=True), _build_glm, _cv_noise),
     "adaptive-cv-preferential": (lambda ctx: _prepare_cv(ctx, weighted=True, adaptive=True),
                                  _build_glm, _cvps_noise),
@@ -370,7 +395,7 @@ def row_probabilities(ctx, spec):
     """The probabilities ``p_i`` (summing to 1) with which estimator ``spec``
     draws rows, or None for uniform draws."""
     if spec.weighting == "cvps":
-        p = _cvps_weights(ctx)
+        p = _cvps_weights(ctx, spec.control)
     elif spec.weighting == "ps":
         p = _ps_weights(ctx)
     else:

@@ -82,10 +82,12 @@ class RowNoiseMixin:
         data gradient, under the Laplace law (linearised residuals):
         ``E[d_i d_i^T]`` with ``d_i = r_i(theta) - a_i``.
 
-        control : {"fixed", "snapshot", "none"}
+        control : {"fixed", "taylor", "snapshot", "none"}
             ``a_i = r_i(mode)``: ``C_i Q_i C_i`` (C_i the curvature at the
-            mode); a snapshot about one posterior draw old: twice that; no
-            control: ``r_i(mode) r_i(mode)^T + C_i Q_i C_i``.
+            mode); its second-order expansion (``"taylor"``, one output):
+            the moment of the remainder; a snapshot about one posterior draw
+            old: twice the fixed one; no control: ``r_i(mode) r_i(mode)^T +
+            C_i Q_i C_i``.
         Q : ndarray
             ``x_i^T S x_i`` per datum ((n,) or (n, K, K)), S the posterior
             (Laplace) covariance at the fit's temperature.
@@ -94,15 +96,19 @@ class RowNoiseMixin:
         """
         mode = self.mode() if self.resolved.noise_center is None else self.resolved.noise_center
         C = self.hessian_row_weights(mode, full=True)
-        if C.ndim == 1 and np.ndim(Q) == 1 and not self.resolved.linearised_noise:
+        if C.ndim == 1 and np.ndim(Q) == 1 and (control == "taylor"
+                                                 or not self.resolved.linearised_noise):
             # one output: the exact moments under the Laplace law of each
             # row's linear predictor (the linearised C^2 Q misses the rows
-            # fitted almost exactly at the mode)
+            # fitted almost exactly at the mode; the taylor control's
+            # remainder has no linearised form at all)
             key = ("resmom", control, mode.tobytes(), Q.tobytes())
             if key not in self._cache:
-                E = self._residual_moments(mode, Q, centred=control != "none")
+                E = self._residual_moments(mode, Q, "fixed" if control == "snapshot" else control)
                 self._cache[key] = 2.0 * E if control == "snapshot" else E
             return self._cache[key]
+        if control == "taylor":
+            raise ValueError("the taylor control needs one output (K = 1)")
         if C.ndim == 1:
             E = C * C * Q
         else:
@@ -114,10 +120,10 @@ class RowNoiseMixin:
             E = E + (R[:, 0] ** 2 if C.ndim == 1 else np.einsum("nk,nm->nkm", R, R))
         return E
 
-    def _residual_moments(self, theta, Q, centred):
+    def _residual_moments(self, theta, Q, control):
         """``E[(r_i(eta) - a_i)^2]`` per datum, ``eta ~ N(z_i(theta), Q_i)``,
-        of the weighted data (K = 1; :meth:`GLM.residual_moments`).  One
-        counted pass."""
+        of the weighted data (K = 1; :meth:`GLM.residual_moments`, ``control``
+        one of its three).  One counted pass."""
         Theta = theta.reshape(1, self.dext)
         T = float(self.settings.temperature)
         out = np.empty(self.n)
@@ -128,7 +134,7 @@ class RowNoiseMixin:
             Z = (linear_predictor(self.X[start:stop], Theta, self.fit_intercept)
                  if known is None else known[start:stop])
             power = self._weigh(np.ones(stop - start), start) / T
-            m = self.glm.residual_moments(Z, self.y[start:stop], Q[start:stop], centred, power)
+            m = self.glm.residual_moments(Z, self.y[start:stop], Q[start:stop], control, power)
             out[start:stop] = self._weigh(self._weigh(m, start), start)
 
         # CSR rows in one block (a row slice would copy them)

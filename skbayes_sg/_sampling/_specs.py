@@ -34,6 +34,9 @@ _TABLE = ("it keeps a table of one gradient per datum; for a linear model that i
           "needs n x n_params numbers")
 _PER_DATUM = ("its weights p_i ~ ||grad U_i|| need per-datum gradient norms, i.e. n "
               "separate backward passes through the network")
+_TAYLOR = ("its control variate is each datum's second-order expansion at the mode, "
+           "whose sum needs the data Hessian there: n_params x n_params numbers for a "
+           "network")
 _EWSG_CONTROL = ("the network's EWSG weights are those of plain per-datum gradients; it "
                  "has no EWSG with control variates (use 'ewsg', or 'cv' / 'svrg')")
 
@@ -49,6 +52,9 @@ ESTIMATORS = {
                                   network_refusal=_PER_DATUM, lazy=True),
     "cv-preferential": EstimatorSpec("cv-preferential", access=False, control="fixed",
                                      weighting="cvps", network_refusal=_PER_DATUM, lazy=True),
+    "cv2": EstimatorSpec("cv2", control="taylor", network_refusal=_TAYLOR),
+    "cv2-preferential": EstimatorSpec("cv2-preferential", access=False, control="taylor",
+                                      weighting="cvps", network_refusal=_TAYLOR),
     "adaptive-cv": EstimatorSpec("adaptive-cv", _ADAPTIVE, control="fixed",
                                  network_refusal="its batch size follows a bound on the "
                                  "per-datum gradients' Lipschitz constants, which a "
