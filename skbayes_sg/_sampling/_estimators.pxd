@@ -117,6 +117,7 @@ cdef class GLMEstimator(GradientEstimator):
     cdef double[::1] curvature
     cdef double[::1] predictor
     cdef double[:, ::1] hessian
+    cdef double[::1] offset         # dim scratch: theta - theta_hat
     # index selection
     cdef intp[::1] order            # permutation (RESHUFFLE)
     cdef intp cursor                # next position in the pass (RESHUFFLE, CYCLIC)

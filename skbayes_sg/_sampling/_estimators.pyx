@@ -12,6 +12,7 @@ from libc.string cimport memset
 from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_interval, random_standard_uniform
 from libc.math cimport ceil
+from scipy.linalg.cython_blas cimport dgemv
 
 from ._glm import MODEL_KINDS, model_spec
 from ._models import C_MODEL_KINDS
@@ -445,6 +446,7 @@ cdef class GLMEstimator(GradientEstimator):
         self.curvature = np.zeros(1)
         self.predictor = np.zeros(1)
         self.hessian = np.zeros((1, 1))
+        self.offset = np.zeros(max(problem.store.dim, 1))
         if self.control == CONTROL_TAYLOR:
             self._set_taylor(control_curvature, control_predictor, control_hessian)
         if self.access == ACCESS_WEIGHTED:
@@ -592,17 +594,17 @@ cdef class GLMEstimator(GradientEstimator):
         cdef double w
         cdef double inv_b = 1.0 / <double> b
         cdef double* r
-        cdef intp m
-        cdef double acc
+        cdef int dim = <int> P.dim, inc = 1
+        cdef double one = 1.0
         for j in range(P.dim):
             c.grad[j] = self.A[j]
         if self.control == CONTROL_TAYLOR:
-            # the expansion's sum over every row, exactly: H (theta - theta_hat)
+            # the expansion's sum over every row, exactly: grad += H (theta -
+            # theta_hat) (H symmetric, so its row-major layout needs no transpose)
             for j in range(P.dim):
-                acc = 0.0
-                for m in range(P.dim):
-                    acc = acc + self.hessian[j, m] * (theta[m] - self.snapshot[m])
-                c.grad[j] += acc
+                self.offset[j] = theta[j] - self.snapshot[j]
+            dgemv(b"N", &dim, &dim, &one, &self.hessian[0, 0], &dim, &self.offset[0], &inc,
+                  &one, c.grad, &inc)
         for j in range(b):
             # the row and the datum's own values, each a random access into
             # an n-long array (hints only: the row's loads walk its page)

@@ -16,7 +16,6 @@ from typing import Callable
 import numpy as np
 
 from . import _estimators
-from ._glm import linear_predictor
 from ._specs import ESTIMATORS, LINEAR, DynamicsSpec, EstimatorSpec
 from .samplers import BY_NAME, sgld
 
@@ -169,12 +168,10 @@ def _ps_weights(ctx):
 def _taylor_control(ctx):
     """The second-order control's per-row curvatures ``c_i`` and linear
     predictors at the mode, and the data Hessian there (the mode search's,
-    less the prior): one pass for the predictors, shared by all chains."""
+    less the prior), shared by all chains."""
     mode = ctx.mode()
-    predictor = linear_predictor(ctx.X, mode.reshape(1, -1), ctx.fit_intercept)[:, 0]
-    ctx.n_grad_evals += ctx.n
     return {"control_curvature": ctx.hessian_row_weights(mode),
-            "control_predictor": predictor,
+            "control_predictor": ctx.linear_predictors(mode)[:, 0],
             "control_hessian": ctx.hessian_at(mode) - ctx.alpha * np.eye(ctx.dim)}
 
 

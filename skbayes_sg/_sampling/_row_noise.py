@@ -33,6 +33,16 @@ class RowNoiseMixin:
             self._cache[key] = (R, G.ravel())
         return self._cache[key]
 
+    def linear_predictors(self, theta):
+        """``z_i = (x_i, 1)^T theta`` per datum, shape (n, K): those the
+        mode search left at theta (no pass), else one counted pass (cached)."""
+        key = ("z", theta.tobytes())
+        if key not in self._cache:
+            self._cache[key] = linear_predictor(
+                self.X, theta.reshape(self.glm.n_outputs, self.dext), self.fit_intercept)
+            self.n_grad_evals += self.n
+        return self._cache[key]
+
     # ------------------------------------------------------- noise model
     def metric_row_covariances(self, kind, factor):
         """``Q_i[k, m] = x_i^T M_km x_i``, M the metric's covariance (``L L^T``
