@@ -33,6 +33,27 @@ MAX_DENSE_METRIC = 2000
 #: it keeps the dim x dim data Hessian and multiplies by it at every step
 #: (the dense metric's own cost and limit)
 MAX_TAYLOR_DIM = MAX_DENSE_METRIC
+#: subsampling="auto" picks the second-order control ("cv2-preferential") in
+#: the dense metric when the error model's cost per effective draw with it is
+#: at most TAYLOR_PREFERENCE times the first-order control's (the margin pays
+#: its set-up pass and the step halving after the rare chain a tail row throws
+#: out), and only when the first-order control's sampling would read at least
+#: TAYLOR_WORTH_PASSES passes (at large n the sampling reads a fraction of one
+#: pass, and the second-order control's set-up would cost more than it saves)
+TAYLOR_PREFERENCE = 0.5
+TAYLOR_WORTH_PASSES = 20.0
+#: a per-datum gradient's cost in multiply-adds of a BLAS matrix-vector
+#: product (the unit of a dense metric's per-step work):
+#: ROW_COST_FIXED + ROW_COST_PER_NONZERO x nnz per output. Measured through
+#: est.fit (baoab, thin 20, one core; a9a, dense d=600, CSR d=1,000 at 20
+#: non-zeros): 0.09 / 0.82 / 0.15 us a row against 0.25-0.3 ns a product's
+#: multiply-add; the modelled per-step overhead in rows is within 2x of the
+#: measured one on all three (the old one, d^2 / nnz, was 5-26x too high)
+ROW_COST_FIXED = 200.0
+ROW_COST_PER_NONZERO = 4.5
+#: a diagonal (or identity) metric's step, per parameter, in the same unit
+#: (measured at d=2,500, dense rows: 22 us a step besides its rows)
+DIAGONAL_STEP_COST = 24.0
 #: full gradients (exact, Metropolis-adjusted) when the whole fit with them
 #: costs less than this many flops, or when subsampling would save less than
 #: FULL_GRADIENT_PREFERENCE times their cost
@@ -521,11 +542,11 @@ class SetupPolicy:
         """A step's cost besides its rows, in row evaluations: the metric's
         products (O(dim^2) dense, O(dim) otherwise), and the second-order
         control's Hessian product (``control="taylor"``, O(dim^2)), against
-        one row's nnz."""
+        one row's cost (``ROW_COST_FIXED + ROW_COST_PER_NONZERO x nnz``)."""
         X = ctx.X
         nnz = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else X.shape[1]
-        per_row = max(nnz, 1.0) * ctx.glm.n_outputs
-        work = ctx.dim * ctx.dim if kind == "dense" else 4.0 * ctx.dim
+        per_row = (ROW_COST_FIXED + ROW_COST_PER_NONZERO * max(nnz, 1.0)) * ctx.glm.n_outputs
+        work = ctx.dim * ctx.dim if kind == "dense" else DIAGONAL_STEP_COST * ctx.dim
         if control == "taylor":
             work += ctx.dim * ctx.dim
         return work / per_row
@@ -533,7 +554,9 @@ class SetupPolicy:
     def _resolve_subsampling(self, ctx, kind, v1, overhead):
         """``subsampling="auto"``: full gradients when a pass is cheap, a
         control-variate scheme with preferential rows in the metric when
-        subsampling pays (the error model's cost per effective draw)."""
+        subsampling pays (the error model's cost per effective draw): the
+        second-order control where that cost is at most
+        ``TAYLOR_PREFERENCE`` times the first-order one's."""
         if self.p.subsampling != "auto":
             return self.p.subsampling
         if kind == "identity":
@@ -545,7 +568,15 @@ class SetupPolicy:
         settings = _error_model.choose(
             sampler, v1("cv-preferential"), n, step_size=self.p.step_size,
             batch_size=self.p.batch_size, friction=self.p.friction, overhead_rows=overhead)
-        cost_sg = settings.cost_per_draw
+        cost_sg, choice = settings.cost_per_draw, "cv-preferential"
+        ess = target_ess_for(self.p.target_ess, ctx.dim)
+        if _second_order_offered(ctx, kind) and cost_sg * ess >= TAYLOR_WORTH_PASSES * n:
+            second = _error_model.choose(
+                sampler, v1("cv2-preferential"), n, step_size=self.p.step_size,
+                batch_size=self.p.batch_size, friction=self.p.friction,
+                overhead_rows=self._step_overhead(ctx, kind, "taylor"))
+            if second.cost_per_draw <= TAYLOR_PREFERENCE * cost_sg:
+                cost_sg, choice = second.cost_per_draw, "cv2-preferential"
         adjustable = self.p.sampler == "auto" or (SAMPLERS[self.p.sampler].metropolis
                                                  and self.p.metropolis is not False)
         if adjustable:
@@ -554,13 +585,13 @@ class SetupPolicy:
             exact = _error_model.choose(sampler, 0.0, n, step_size=self.p.step_size,
                                         friction=self.p.friction, overhead_rows=overhead)
             cost_full = (n + overhead) * exact.gradients_per_step * exact.iat
-        full_flops = cost_full * target_ess_for(self.p.target_ess, ctx.dim) * row_flops(ctx)
+        full_flops = cost_full * ess * row_flops(ctx)
         # exact gradients buy a Metropolis correction (exact draws): worth it
         # whenever the whole fit is cheap; otherwise the cheaper scheme wins
         if (adjustable and full_flops <= CHEAP_FIT_FLOPS) \
                 or cost_full <= FULL_GRADIENT_PREFERENCE * cost_sg:
             return "full"
-        return "cv-preferential"
+        return choice
 
     def _calibration_point(self, ctx):
         """Where the identity metric's automatic step is calibrated: the mode
@@ -593,6 +624,12 @@ class SetupPolicy:
                 return ctx.mode()
             return np.zeros(ctx.dim) if init == "zeros" else None
         return self._init_array(ctx)
+
+
+def _second_order_offered(ctx, kind):
+    """Whether ``subsampling="auto"`` may weigh the second-order control: one
+    output, the dense metric, a data Hessian within ``MAX_TAYLOR_DIM``."""
+    return kind == "dense" and ctx.glm.n_outputs == 1 and ctx.dim <= MAX_TAYLOR_DIM
 
 
 def _check_taylor(ctx, subsampling):
