@@ -12,9 +12,12 @@ tested through fits elsewhere (``test_metric.py``, ``test_high_dim.py``).
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.datasets import load_breast_cancer
+from sklearn.preprocessing import StandardScaler
 
+import skbayes_sg._setup as policy_rules
 from skbayes_sg import SGMCMCLogisticRegression
-from skbayes_sg._sampling._glm import GLM, LOGISTIC
+from skbayes_sg._sampling._glm import GLM, LOGISTIC, SOFTMAX
 from skbayes_sg._setup import (AUTO_BUDGET_PASSES, FitSetup, SetupPolicy, plan_rounds,
                                row_flops, target_ess_for)
 from skbayes_sg._starts import divergence_bounds, start_points
@@ -56,6 +59,36 @@ def test_the_defaults_resolve_as_the_user_guide_says():
     setup = est._setup_policy().resolve(_context(est, X, y))
     assert (setup.sampler, setup.subsampling, setup.metropolis) == ("sgld", "uniform", False)
     assert setup.sampler_config["step_size"] > 0
+
+
+def test_auto_weighs_the_second_order_control(monkeypatch):
+    """``subsampling="auto"`` takes the second-order control where the error
+    model's cost per effective draw with it is at most ``TAYLOR_PREFERENCE``
+    times the first-order one's and the sampling would read at least
+    ``TAYLOR_WORTH_PASSES`` passes; not at large ``n`` (the sampling reads a
+    fraction of a pass), not where its remainder is noisy (nearly separable
+    breast cancer), never for more than one output."""
+    def resolved(X, y, glm=GLM(LOGISTIC, 1), **params):
+        est = SGMCMCLogisticRegression(random_state=0, **params)
+        setup = est._setup_policy().resolve(est._fit_context(X, y, glm, None))
+        return setup.subsampling
+
+    X, y = _logistic(n=20000, d=20)
+    assert resolved(X, y) == "cv2-preferential"
+    X_big, y_big = _logistic(n=200000, d=20)
+    assert resolved(X_big, y_big) == "cv-preferential"
+    y3 = np.digitize(X @ np.linspace(-1, 1, 20), [-0.5, 0.5]).astype(float)
+    assert resolved(X, y3, glm=GLM(SOFTMAX, 3)) == "cv-preferential"
+    # the cost comparison decides (and not a rule about the data's size)
+    monkeypatch.setattr(policy_rules, "TAYLOR_PREFERENCE", 0.0)
+    assert resolved(X, y) == "cv-preferential"
+    monkeypatch.undo()
+    monkeypatch.setattr(policy_rules, "CHEAP_FIT_FLOPS", 0.0)        # no exact gradients
+    monkeypatch.setattr(policy_rules, "FULL_GRADIENT_PREFERENCE", 0.0)
+    Xb, yb = load_breast_cancer(return_X_y=True)
+    Xb = StandardScaler().fit_transform(Xb)
+    assert resolved(Xb, yb.astype(float), alpha=0.01) == "cv-preferential"
+    assert resolved(*_logistic(n=2000, d=10)) == "cv2-preferential"
 
 
 def test_a_setting_that_cannot_act_is_refused_before_any_work():
