@@ -449,28 +449,7 @@ cdef class GLMEstimator(GradientEstimator):
         self.offset = np.zeros(max(problem.store.dim, 1))
         if self.control == CONTROL_TAYLOR:
             self._set_taylor(control_curvature, control_predictor, control_hessian)
-        if self.access == ACCESS_WEIGHTED:
-            if weights is None:
-                raise ValueError("weighted access needs weights")
-            if alias is not None and len(alias) == 3:
-                # built once per fit by the caller from the same weights
-                # (alias_table and 1 / (n p)): n-long checks and divisions
-                # per chain and round cost a sixth of a fit at n = 4e6
-                prob, index, inv_np = alias
-            else:
-                w = np.asarray(weights, dtype=np.float64)
-                if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
-                    raise ValueError("weights must be n positive finite numbers")
-                w = w / w.sum()
-                prob, index = alias_table(w) if alias is None else alias
-                inv_np = 1.0 / (n * w)
-            self.alias_prob = np.asarray(prob, dtype=np.float64)
-            self.alias_index = np.asarray(index, dtype=np.intp)
-            self.inv_np = np.asarray(inv_np, dtype=np.float64)
-        else:
-            self.alias_prob = np.ones(1)
-            self.alias_index = np.zeros(1, dtype=np.intp)
-            self.inv_np = np.ones(1)
+        self._set_weights(weights, alias)
         self.centre = np.zeros(max(problem.store.dim, 1))
         if self.adaptive:
             if centre is None:
@@ -495,6 +474,32 @@ cdef class GLMEstimator(GradientEstimator):
                 self._refresh(&th[0])
         elif self.control == CONTROL_FIXED or self.control == CONTROL_TAYLOR:
             raise ValueError("fixed control needs control_point (the mode)")
+
+    def _set_weights(self, weights, alias):
+        """The alias table of weighted access (unit placeholders otherwise)."""
+        cdef intp n = self.P.n
+        if self.access != ACCESS_WEIGHTED:
+            self.alias_prob = np.ones(1)
+            self.alias_index = np.zeros(1, dtype=np.intp)
+            self.inv_np = np.ones(1)
+            return
+        if weights is None:
+            raise ValueError("weighted access needs weights")
+        if alias is not None and len(alias) == 3:
+            # built once per fit by the caller from the same weights
+            # (alias_table and 1 / (n p)): n-long checks and divisions
+            # per chain and round cost a sixth of a fit at n = 4e6
+            prob, index, inv_np = alias
+        else:
+            w = np.asarray(weights, dtype=np.float64)
+            if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+                raise ValueError("weights must be n positive finite numbers")
+            w = w / w.sum()
+            prob, index = alias_table(w) if alias is None else alias
+            inv_np = 1.0 / (n * w)
+        self.alias_prob = np.asarray(prob, dtype=np.float64)
+        self.alias_index = np.asarray(index, dtype=np.intp)
+        self.inv_np = np.asarray(inv_np, dtype=np.float64)
 
     def _set_taylor(self, curvature, predictor, hessian):
         cdef intp n = self.P.n, dim = self.P.dim

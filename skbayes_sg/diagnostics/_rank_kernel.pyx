@@ -268,10 +268,10 @@ def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bu
     """
     cdef Py_ssize_t P = a.shape[0], m = a.shape[1], n = a.shape[2]
     cdef Py_ssize_t h = n // 2, M = 2 * m, Ns = M * h, Nf = m * n
-    cdef Py_ssize_t p, c, t, i, lo, hi
-    cdef double med, q, e, r_bulk, r_fold, e_lo, e_hi
+    cdef Py_ssize_t p, c, t, i
+    cdef double r_bulk, r_fold
     cdef int flag
-    cdef bint finite, keep_scores = scores is not None
+    cdef bint keep_scores = scores is not None
     cdef vector[Item] items
     cdef vector[double] xs, z, work, srt, means
     cdef vector[Py_ssize_t] order, idx, idx_tmp, counts
@@ -292,17 +292,8 @@ def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bu
     means.resize(M)
     with nogil:
         for p in range(P):
-            finite = True
-            for c in range(m):
-                for t in range(n):
-                    finite = finite and isfinite(a[p, c, t])
-            if not finite:
+            if not _split_chains(a, p, &xs[0]):
                 continue
-            # split chains: first halves of every chain, then second halves
-            for c in range(m):
-                for t in range(h):
-                    xs[c * h + t] = a[p, c, t]
-                    xs[(m + c) * h + t] = a[p, c, n - h + t]
             flag = 0
             if bulk:
                 _radix_sort(&xs[0], Ns, &items[0], &keys[0], &keys_tmp[0], &idx[0],
@@ -315,26 +306,8 @@ def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bu
                     if keep_scores:
                         for i in range(Ns):
                             scores[p, i] = z[i]
-                # the draws folded about their median (Ns is even; np.median's
-                # arithmetic, as ArviZ's tail R-hat): the sorted halves folded
-                # are two ascending runs, merged in linear time
-                med = (items[Ns // 2 - 1].first + items[Ns // 2].first) / 2.0
-                for i in range(Ns):
-                    srt[i] = items[i].first
-                    order[i] = items[i].second
-                lo = Ns // 2 - 1
-                hi = Ns // 2
-                for i in range(Ns):
-                    if hi >= Ns or (lo >= 0 and fabs(srt[lo] - med) <= fabs(srt[hi] - med)):
-                        items[i].first = fabs(srt[lo] - med)
-                        items[i].second = order[lo]
-                        lo -= 1
-                    else:
-                        items[i].first = fabs(srt[hi] - med)
-                        items[i].second = order[hi]
-                        hi += 1
-                _scores(&items[0], Ns, &table[0], &work[0])
-                r_fold = _rhat_basic(&work[0], M, h, &means[0])
+                r_fold = _folded_rhat(&items[0], &srt[0], &order[0], Ns, &table[0], &work[0],
+                                      M, h, &means[0])
                 # np.maximum: NaN (constant draws) wins
                 if r_bulk != r_bulk or r_fold != r_fold:
                     rhat[p] = NAN
@@ -350,22 +323,76 @@ def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bu
                     sort(items.begin(), items.begin() + Nf)
                     for i in range(Nf):
                         srt[i] = items[i].first
-                e_lo = e_hi = NAN
-                for i in range(2):
-                    q = _quantile(&srt[0], Nf, 0.05 if i == 0 else 0.95)
-                    for t in range(Ns):
-                        work[t] = 1.0 if xs[t] <= q else 0.0
-                    flag = 0
-                    e = _ess_basic(&work[0], M, h, &means[0], &flag)
-                    if flag:
-                        fallback[p] |= 2
-                    if i == 0:
-                        e_lo = e
-                    else:
-                        e_hi = e
-                ess_tail[p] = e_lo if e_lo < e_hi else e_hi
-                if e_lo != e_lo or e_hi != e_hi:
-                    ess_tail[p] = NAN
+                flag = 0
+                ess_tail[p] = _tail_ess(&srt[0], Nf, &xs[0], &work[0], M, h, &means[0], &flag)
+                if flag:
+                    fallback[p] |= 2
+
+
+cdef bint _split_chains(const floating[:, :, :] a, Py_ssize_t p, double* xs) noexcept nogil:
+    """Parameter ``p``'s draws as split chains into ``xs`` (first halves of
+    every chain, then second halves); False (nothing written) where one of
+    its draws is not finite."""
+    cdef Py_ssize_t c, t, m = a.shape[1], n = a.shape[2], h = a.shape[2] // 2
+    for c in range(m):
+        for t in range(n):
+            if not isfinite(a[p, c, t]):
+                return False
+    for c in range(m):
+        for t in range(h):
+            xs[c * h + t] = a[p, c, t]
+            xs[(m + c) * h + t] = a[p, c, n - h + t]
+    return True
+
+
+cdef double _folded_rhat(Item* items, double* srt, Py_ssize_t* order, Py_ssize_t Ns,
+                         const double* table, double* work, Py_ssize_t M, Py_ssize_t h,
+                         double* means) noexcept nogil:
+    """The split R-hat of the draws folded about their median, from
+    ``items`` (the split draws sorted, with their positions; overwritten):
+    Ns is even, np.median's arithmetic, as ArviZ's tail R-hat.  The sorted
+    halves folded are two ascending runs, merged in linear time."""
+    cdef Py_ssize_t i, lo = Ns // 2 - 1, hi = Ns // 2
+    cdef double med = (items[Ns // 2 - 1].first + items[Ns // 2].first) / 2.0
+    for i in range(Ns):
+        srt[i] = items[i].first
+        order[i] = items[i].second
+    for i in range(Ns):
+        if hi >= Ns or (lo >= 0 and fabs(srt[lo] - med) <= fabs(srt[hi] - med)):
+            items[i].first = fabs(srt[lo] - med)
+            items[i].second = order[lo]
+            lo -= 1
+        else:
+            items[i].first = fabs(srt[hi] - med)
+            items[i].second = order[hi]
+            hi += 1
+    _scores(items, Ns, table, work)
+    return _rhat_basic(work, M, h, means)
+
+
+cdef double _tail_ess(const double* srt, Py_ssize_t Nf, const double* xs, double* work,
+                      Py_ssize_t M, Py_ssize_t h, double* means, int* flag) noexcept nogil:
+    """The tail ESS: the smaller ESS of the indicators of the split draws
+    ``xs`` at or below the 5% and the 95% quantiles of all ``Nf`` draws
+    (``srt``, sorted); NaN and ``flag[0] = 1`` where either needs the FFT."""
+    cdef Py_ssize_t i, t, Ns = M * h
+    cdef double q, e, e_lo = NAN, e_hi = NAN
+    cdef int one = 0
+    for i in range(2):
+        q = _quantile(srt, Nf, 0.05 if i == 0 else 0.95)
+        for t in range(Ns):
+            work[t] = 1.0 if xs[t] <= q else 0.0
+        one = 0
+        e = _ess_basic(work, M, h, means, &one)
+        if one:
+            flag[0] = 1
+        if i == 0:
+            e_lo = e
+        else:
+            e_hi = e
+    if e_lo != e_lo or e_hi != e_hi:
+        return NAN
+    return e_lo if e_lo < e_hi else e_hi
 
 
 def score_table(Py_ssize_t N):
