@@ -294,6 +294,46 @@ def parse_bounds(bounds, Py_ssize_t dim):
     return center, scale, float(bounds[2])
 
 
+cdef intp _advance(ChainOracle oracle, Dynamics dynamics, Metric metric, StopPoll stop,
+                   bitgen_t* rng,
+                   double* theta, double* last_good, double* params, intp dim, intp n_steps,
+                   intp thin, intp offset, intp check_every, double max_abs_z,
+                   const double* c_ptr, const double* s_ptr, double max_sds, double* out,
+                   intp out_stride, intp* n_kept, bint* ok, bint* finite,
+                   bint* stopped) noexcept nogil:
+    """:func:`run_segment`'s steps: until ``n_steps``, a stop (``stopped``)
+    or a state out of its bounds (``ok`` False, ``theta`` back to the last
+    good state); kept states written to ``out`` (rows ``out_stride`` apart,
+    NULL: none kept).  Returns the steps done."""
+    cdef intp s, n_done = 0
+    cdef bint keep = out != NULL, check
+    for s in range(n_steps):
+        if stop.poll():
+            stopped[0] = True
+            break
+        dynamics.step(theta, oracle, rng)
+        if stop.stopped:
+            stopped[0] = True
+            break
+        check = (keep and (offset + s + 1) % thin == 0) or (s + 1) % check_every == 0 \
+            or s + 1 == n_steps
+        if check:
+            if s_ptr != NULL or keep:
+                metric.to_theta(theta, params)
+            if not _state_ok(theta, dim, max_abs_z, params, c_ptr, s_ptr, max_sds):
+                ok[0] = False
+                finite[0] = _all_finite(theta, dim)
+                break
+            if keep and (offset + s + 1) % thin == 0:
+                memcpy(out + n_kept[0] * out_stride, params, dim * sizeof(double))
+                n_kept[0] += 1
+            memcpy(last_good, theta, dim * sizeof(double))
+        n_done = s + 1
+    if not ok[0]:
+        memcpy(theta, last_good, dim * sizeof(double))
+    return n_done
+
+
 def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
                 Py_ssize_t n_steps, Py_ssize_t thin=1, out=None, bit_generator=None,
                 Py_ssize_t check_every=16, double max_abs_z=INFINITY, bounds=None,
@@ -360,55 +400,41 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
     cdef double[::1] last_good = np.array(theta)
     cdef double[::1] params = np.zeros(max(dim, 1))
     cdef double[::1] center, scale
-    cdef const double* c_ptr = NULL
-    cdef const double* s_ptr = NULL
+    cdef const double *c_ptr = NULL, *s_ptr = NULL
     cdef double max_sds
     center_obj, scale_obj, max_sds = parse_bounds(bounds, dim)
     if center_obj is not None:
         center, scale = center_obj, scale_obj
         c_ptr = &center[0]
         s_ptr = &scale[0]
-    cdef intp s, n_kept = 0, n_done = 0
-    cdef bint ok = True, check, finite = True
+    cdef intp n_kept = 0, n_done = 0
+    cdef double* out_ptr = &out_v[0, 0] if keep and out_v.shape[0] else NULL
+    cdef intp out_stride = out_v.strides[0] // sizeof(double) if keep else 0
+    cdef bint ok = True, finite = True, stopped = False
     cdef Metric metric = oracle.metric
-    cdef bint stopped = False
     oracle.stop = stop
     oracle.stop_on = True
     try:
         with bit_generator.lock, nogil:
             oracle.estimator.rng = rng
-            for s in range(n_steps):
-                if stop.poll():
-                    stopped = True
-                    break
-                dynamics.step(&theta[0], oracle, rng)
-                if stop.stopped:
-                    stopped = True
-                    break
-                check = (keep and (offset + s + 1) % thin == 0) or (s + 1) % check_every == 0 \
-                    or s + 1 == n_steps
-                if check:
-                    if s_ptr != NULL or keep:
-                        metric.to_theta(&theta[0], &params[0])
-                    if not _state_ok(&theta[0], dim, max_abs_z, &params[0], c_ptr, s_ptr, max_sds):
-                        ok = False
-                        finite = _all_finite(&theta[0], dim)
-                        break
-                    if keep and (offset + s + 1) % thin == 0:
-                        memcpy(&out_v[n_kept, 0], &params[0], dim * sizeof(double))
-                        n_kept += 1
-                    memcpy(&last_good[0], &theta[0], dim * sizeof(double))
-                n_done = s + 1
-            if not ok:
-                memcpy(&theta[0], &last_good[0], dim * sizeof(double))
+            n_done = _advance(oracle, dynamics, metric, stop, rng, &theta[0], &last_good[0],
+                              &params[0],
+                              dim, n_steps, thin, offset, check_every, max_abs_z, c_ptr,
+                              s_ptr, max_sds, out_ptr, out_stride, &n_kept, &ok, &finite,
+                              &stopped)
     finally:
         oracle.stop_on = False
         oracle.stop = None
+    _segment_end(stop, stopped, ok, finite, report)
+    return n_done, n_kept
+
+
+def _segment_end(StopPoll stop, bint stopped, bint ok, bint finite, dict report):
+    """After a segment: Ctrl-C raised (``KeyboardInterrupt``), and the reason
+    of an early end in ``report``."""
     if stopped:
-        stop.raise_pending()        # Ctrl-C: KeyboardInterrupt from here
+        stop.raise_pending()
         if report is not None:
             report["reason"] = "stopped"
-        return n_done, n_kept
-    if not ok and report is not None:
+    elif not ok and report is not None:
         report["reason"] = "far" if finite else "non-finite"
-    return n_done, n_kept
