@@ -44,7 +44,7 @@ from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_interval, random_standard_uniform
 
-from ._chain import parse_bounds
+from ._chain import _segment_end, parse_bounds
 from ._coefficients cimport friction_noise
 from ._dataset cimport RowStore, CSR, SKB_PREFETCH, row_prefetch
 from ._dynamics cimport BAOAB, SGHMC, SGLD, ULD, Dynamics
@@ -827,12 +827,10 @@ cdef class LazyChain:
         cdef bint partial = kind == LAZY_BAOAB
         cdef const double* center = &self.center[0]
         cdef const double* scale = &self.scale[0]
-        cdef double* params
         cdef intp* idx = &self.idx[0]
         cdef intp* touched = &self.touched[0]
-        cdef intp step, jb, i, p, col, j, n_touched, n_kept = 0, n_done = 0
-        cdef long long t, in_list
-        cdef int k
+        cdef intp step, jb, j, n_touched, n_kept = 0, n_done = 0
+        cdef long long t
         cdef bint ok = True, finite = True, check, stopped = False
         with bit_generator.lock, nogil:
             if self.need_gradient:
@@ -847,39 +845,11 @@ cdef class LazyChain:
                     stopped = True
                     break
                 t = self.t
-                in_list = -(t + 1)
                 check = (t + 1) % CHECK_EVERY == 0
                 # 1. the minibatch
                 self._draw_minibatch(rng)
-                # 2. bring its columns (and the intercepts) up to step t (BAOAB: to the
-                # closing kick of step t); every coordinate's line is requested first,
-                # so that the misses of a large model overlap instead of queueing
-                for jb in range(b):
-                    i = idx[jb]
-                    for p in range(_row_start(X, i), _row_start(X, i + 1)):
-                        for k in range(K):
-                            SKB_PREFETCH(&coords[k * dext + _column(X, p)])
-                n_touched = 0
-                for jb in range(b):
-                    i = idx[jb]
-                    for p in range(_row_start(X, i), _row_start(X, i + 1)):
-                        col = _column(X, p)
-                        for k in range(K):
-                            j = k * dext + col
-                            c = &coords[j]
-                            if c.last != in_list:
-                                _catch_up(c, q, t - c.last, partial, nrm)
-                                c.last = in_list
-                                touched[n_touched] = j
-                                n_touched += 1
-                if dext > d:
-                    for k in range(K):
-                        j = k * dext + d
-                        c = &coords[j]
-                        _catch_up(c, q, t - c.last, partial, nrm)
-                        c.last = in_list
-                        touched[n_touched] = j
-                        n_touched += 1
+                # 2. bring its columns (and the intercepts) up to step t
+                n_touched = _bring_up(coords, X, idx, b, K, dext, q, t, partial, nrm, touched)
                 # 3. each row's residuals at the touched theta, and the data term
                 self._data_term()
                 # 4. their full step; every touched coordinate is checked
@@ -894,33 +864,82 @@ cdef class LazyChain:
                 self.t = t + 1
                 if not ok:
                     break
-                # 5. a kept draw: every coordinate up to date and checked
+                # 5. a kept draw: every coordinate up to date and checked, straight
+                # into the caller's row (it reads n_kept rows only, so a row left
+                # half-written by a divergence is never seen)
                 if keep and (offset + step + 1) % thin == 0:
-                    # straight into the caller's row (it reads n_kept rows only,
-                    # so a row left half-written by a divergence is never seen)
-                    params = &out_v[n_kept, 0]
-                    for j in range(dim):
-                        c = &coords[j]
-                        _catch_up(c, q, self.t - c.last, False, nrm)
-                        c.last = self.t
-                        params[j] = _theta(c, kind)
-                        if _far(c, kind, max_abs_z, center, scale, bc, bs, max_sds, j):
-                            ok = False
-                            finite = finite and isfinite(c.x)
-                    if not ok:
+                    if not _keep_state(coords, dim, q, self.t, nrm, &out_v[n_kept, 0],
+                                       max_abs_z, center, scale, bc, bs, max_sds, &finite):
+                        ok = False
                         break
                     n_kept += 1
                 n_done = step + 1
         self.noise.normals.pos = local_normals.pos
         self.estimator.n_evals += <long long> n_done * b
-        if stopped:
-            stop.raise_pending()        # Ctrl-C: KeyboardInterrupt from here
-            if report is not None:
-                report["reason"] = "stopped"
-            return n_done, n_kept
-        if not ok and report is not None:
-            report["reason"] = "far" if finite else "non-finite"
+        _segment_end(stop, stopped, ok, finite, report)
         return n_done, n_kept
+
+
+cdef inline intp _bring_up(Coord* coords, const RowStore* X, const intp* idx, intp b, int K,
+                           intp dext, const Dyn* q, long long t, bint partial, Normals* nrm,
+                           intp* touched) noexcept nogil:
+    """Step 2 of :meth:`LazyChain.run`: the minibatch's columns (and the
+    intercepts) brought up to step ``t`` (BAOAB: to the closing kick of step
+    ``t``), each once, listed in ``touched``; returns how many.  Every
+    coordinate's line is requested first, so that the misses of a large
+    model overlap instead of queueing."""
+    cdef intp jb, i, p, j, col, n_touched = 0, d = X.n_features
+    cdef long long in_list = -(t + 1)
+    cdef int k
+    cdef Coord* c
+    for jb in range(b):
+        i = idx[jb]
+        for p in range(_row_start(X, i), _row_start(X, i + 1)):
+            for k in range(K):
+                SKB_PREFETCH(&coords[k * dext + _column(X, p)])
+    for jb in range(b):
+        i = idx[jb]
+        for p in range(_row_start(X, i), _row_start(X, i + 1)):
+            col = _column(X, p)
+            for k in range(K):
+                j = k * dext + col
+                c = &coords[j]
+                if c.last != in_list:
+                    _catch_up(c, q, t - c.last, partial, nrm)
+                    c.last = in_list
+                    touched[n_touched] = j
+                    n_touched += 1
+    if dext > d:
+        for k in range(K):
+            j = k * dext + d
+            c = &coords[j]
+            _catch_up(c, q, t - c.last, partial, nrm)
+            c.last = in_list
+            touched[n_touched] = j
+            n_touched += 1
+    return n_touched
+
+
+cdef inline bint _keep_state(Coord* coords, intp dim, const Dyn* q, long long t, Normals* nrm,
+                             double* params, double max_abs_z, const double* center,
+                             const double* scale, const double* bc, const double* bs,
+                             double max_sds, bint* finite) noexcept nogil:
+    """Step 5 of :meth:`LazyChain.run`: every coordinate brought up to step
+    ``t`` and its parameter written to ``params``; False where one is out of
+    its bounds (``finite`` False where one is not finite)."""
+    cdef intp j
+    cdef bint ok = True
+    cdef Coord* c
+    cdef int kind = q.kind
+    for j in range(dim):
+        c = &coords[j]
+        _catch_up(c, q, t - c.last, False, nrm)
+        c.last = t
+        params[j] = _theta(c, kind)
+        if _far(c, kind, max_abs_z, center, scale, bc, bs, max_sds, j):
+            ok = False
+            finite[0] = finite[0] and isfinite(c.x)
+    return ok
 
 
 cdef Dyn _dyn_constants(dynamics, double sm) except *:
