@@ -543,10 +543,7 @@ cdef class LazyChain:
                  theta, seed=0):
         cdef GLMEstimator glm
         cdef bint diagonal
-        cdef const double[::1] zv, Av, rv, gv
-        cdef intp j
-        cdef double Dj, cj, sm, c_grad = 0.0
-        cdef Coord* rec
+        cdef double sm, c_grad = 0.0
         cdef Dynamics dyn = dynamics
         if not lazy_supported(estimator, dynamics, metric):
             raise ValueError("this estimator, dynamics or metric has no lazy kernel")
@@ -601,6 +598,30 @@ cdef class LazyChain:
                        else np.zeros(max(dim, 1)))
         self.scale = (np.array(metric.diag, dtype=np.float64) if diagonal
                       else np.ones(max(dim, 1)))
+        self._init_records(theta, r0, A, dyn, sm, alpha, c_grad)
+        self.law_table = np.zeros(1)
+        self.class_a = np.zeros(1)
+        self.q.table = NULL
+        self.q.class_a = NULL
+        if self.q.kind != LAZY_SGLD and dim > 0:
+            self._tabulate_classes()
+        self.idx = np.zeros(max(self.b, 1), dtype=np.intp)
+        self.touched = np.zeros(max(dim, 1), dtype=np.intp)
+        K = self.P.K
+        self.zbuf = np.zeros(max(K, 1))
+        self.rbuf = np.zeros(max(K, 1))
+        self.t = 0
+        self.noise = _NormalSource(seed)
+
+    cdef _init_records(self, theta, r0, A, Dynamics dyn, double sm, double alpha,
+                       double c_grad):
+        """Every coordinate's record from the chain's state: the start
+        ``theta`` (z units), the momentum or velocity ``r0`` (None for SGLD),
+        the control variates' sum ``A`` and BAOAB's cached gradient."""
+        cdef intp j, dim = self.dim
+        cdef double Dj, cj
+        cdef Coord* rec
+        cdef const double[::1] zv, Av, rv, gv
         zv = np.ascontiguousarray(theta, dtype=np.float64)
         rv = np.ascontiguousarray(r0 if r0 is not None else np.zeros(max(dim, 1)),
                                   dtype=np.float64)
@@ -629,19 +650,6 @@ cdef class LazyChain:
                 if self.q.kind == LAZY_BAOAB and dyn.cache_valid:
                     # the cached gradient's data term, pending for the next opening kick
                     rec.delta = (gv[j] - rec.k1 * rec.x - rec.k3) / (sm * Dj)
-        self.law_table = np.zeros(1)
-        self.class_a = np.zeros(1)
-        self.q.table = NULL
-        self.q.class_a = NULL
-        if self.q.kind != LAZY_SGLD and dim > 0:
-            self._tabulate_classes()
-        self.idx = np.zeros(max(self.b, 1), dtype=np.intp)
-        self.touched = np.zeros(max(dim, 1), dtype=np.intp)
-        K = self.P.K
-        self.zbuf = np.zeros(max(K, 1))
-        self.rbuf = np.zeros(max(K, 1))
-        self.t = 0
-        self.noise = _NormalSource(seed)
 
     cdef _tabulate_classes(self):
         """Where the scales lie on the grid ``2^(i/8)`` (an identity metric, or
