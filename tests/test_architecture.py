@@ -150,7 +150,7 @@ def test_linear_estimators_read_the_specs(Est):
 #: removed from here (the lazy kernel's step loop and the eager segment loop:
 #: hot loops, split only with the draws fixture bit-identical)
 MAX_FUNCTION_LINES, MAX_CLASS_LINES = 80, 400
-OVERSIZED = {"_sampling._lazy.LazyChain.run": 102, "_sampling._chain.run_segment": 93}
+OVERSIZED = {"_sampling._lazy.LazyChain.run": 94, "_sampling._chain.run_segment": 83}
 
 
 def _sizes():

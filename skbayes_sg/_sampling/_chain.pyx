@@ -282,16 +282,38 @@ cdef inline bint _all_finite(const double* z, intp n) noexcept nogil:
     return True
 
 
-def parse_bounds(bounds, Py_ssize_t dim):
-    """``(center, scale, max_sds)`` of a chain's bounds as float64 arrays of
-    ``dim`` values, or ``(None, None, inf)`` without bounds."""
-    if bounds is None:
-        return None, None, INFINITY
-    center = np.ascontiguousarray(bounds[0], dtype=np.float64)
-    scale = np.ascontiguousarray(bounds[1], dtype=np.float64)
-    if center.shape[0] != dim or scale.shape[0] != dim:
-        raise ValueError("bounds must have dim values")
-    return center, scale, float(bounds[2])
+def check_segment(out, Py_ssize_t dim, Py_ssize_t n_steps, Py_ssize_t thin, Py_ssize_t offset,
+                  Py_ssize_t check_every=1):
+    """A segment's arguments (:func:`run_segment`, ``LazyChain.run``): thin
+    and check_every >= 1, offset >= 0, ``out`` (or None) with ``dim``
+    columns and a row for every state kept; ValueError otherwise."""
+    if thin < 1 or check_every < 1 or offset < 0:
+        raise ValueError("thin and check_every must be >= 1, offset >= 0")
+    if out is not None and (out.shape[1] != dim
+                            or out.shape[0] < (offset + n_steps) // thin - offset // thin):
+        raise ValueError("out has the wrong shape")
+
+
+cdef class SegmentBounds:
+    """A chain's bounds ``(center, scale, max_sds)`` (the mode, its Laplace
+    sds, how many of them a state may stray) as C pointers over float64
+    arrays of ``dim`` values, for the kernels' nogil checks; NULL pointers
+    and ``max_sds`` inf without bounds (``bounds=None``)."""
+
+    def __init__(self, bounds, Py_ssize_t dim):
+        cdef const double[::1] c, s
+        self.center = NULL
+        self.scale = NULL
+        self.max_sds = INFINITY
+        if bounds is None:
+            return
+        self.center_arr = np.ascontiguousarray(bounds[0], dtype=np.float64)
+        self.scale_arr = np.ascontiguousarray(bounds[1], dtype=np.float64)
+        if self.center_arr.shape[0] != dim or self.scale_arr.shape[0] != dim:
+            raise ValueError("bounds must have dim values")
+        c, s = self.center_arr, self.scale_arr
+        self.center, self.scale = &c[0], &s[0]
+        self.max_sds = float(bounds[2])
 
 
 cdef intp _advance(ChainOracle oracle, Dynamics dynamics, Metric metric, StopPoll stop,
@@ -386,27 +408,17 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
         Rows of ``out`` written (all good).
     """
     cdef intp dim = theta.shape[0]
+    check_segment(out, dim, n_steps, thin, offset, check_every)
     cdef double[:, ::1] out_v
     cdef bint keep = out is not None
     if keep:
         out_v = out
-        if out_v.shape[1] != dim or out_v.shape[0] < (offset + n_steps) // thin - offset // thin:
-            raise ValueError("out has the wrong shape")
-    if thin < 1 or check_every < 1 or offset < 0:
-        raise ValueError("thin and check_every must be >= 1, offset >= 0")
     if stop is None:
         stop = StopPoll()
     cdef bitgen_t* rng = _get_bitgen(bit_generator)
     cdef double[::1] last_good = np.array(theta)
     cdef double[::1] params = np.zeros(max(dim, 1))
-    cdef double[::1] center, scale
-    cdef const double *c_ptr = NULL, *s_ptr = NULL
-    cdef double max_sds
-    center_obj, scale_obj, max_sds = parse_bounds(bounds, dim)
-    if center_obj is not None:
-        center, scale = center_obj, scale_obj
-        c_ptr = &center[0]
-        s_ptr = &scale[0]
+    cdef SegmentBounds limits = SegmentBounds(bounds, dim)
     cdef intp n_kept = 0, n_done = 0
     cdef double* out_ptr = &out_v[0, 0] if keep and out_v.shape[0] else NULL
     cdef intp out_stride = out_v.strides[0] // sizeof(double) if keep else 0
@@ -419,9 +431,9 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
             oracle.estimator.rng = rng
             n_done = _advance(oracle, dynamics, metric, stop, rng, &theta[0], &last_good[0],
                               &params[0],
-                              dim, n_steps, thin, offset, check_every, max_abs_z, c_ptr,
-                              s_ptr, max_sds, out_ptr, out_stride, &n_kept, &ok, &finite,
-                              &stopped)
+                              dim, n_steps, thin, offset, check_every, max_abs_z,
+                              limits.center, limits.scale, limits.max_sds, out_ptr,
+                              out_stride, &n_kept, &ok, &finite, &stopped)
     finally:
         oracle.stop_on = False
         oracle.stop = None

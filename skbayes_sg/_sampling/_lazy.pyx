@@ -44,10 +44,11 @@ from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_interval, random_standard_uniform
 
-from ._chain import _segment_end, parse_bounds
+from ._chain import _segment_end, check_segment
 from ._coefficients cimport friction_noise
 from ._dataset cimport RowStore, CSR, SKB_PREFETCH, row_prefetch
 from ._dynamics cimport BAOAB, SGHMC, SGLD, ULD, Dynamics
+from ._chain cimport SegmentBounds
 from ._interrupt cimport StopPoll
 from ._estimators cimport (ProblemStore, GradientEstimator, GLMEstimator, UniformSubsampling,
                            datum_weight, ACCESS_RANDOM, ACCESS_WEIGHTED, CONTROL_NONE,
@@ -804,25 +805,17 @@ cdef class LazyChain:
         cdef const RowStore* X = P.X
         cdef intp dim = self.dim, d = X.n_features, dext = X.dext, b = self.b
         cdef int K = P.K
+        check_segment(out, dim, n_steps, thin, offset)
         cdef double[:, ::1] out_v
         cdef bint keep = out is not None
         if keep:
             out_v = out
-            if out_v.shape[1] != dim or out_v.shape[0] < (offset + n_steps) // thin - offset // thin:
-                raise ValueError("out has the wrong shape")
-        if thin < 1 or offset < 0:
-            raise ValueError("thin must be >= 1, offset >= 0")
         if stop is None:
             stop = StopPoll()
-        cdef double[::1] bc_arr, bs_arr
-        cdef const double* bc = NULL
-        cdef const double* bs = NULL
-        cdef double max_sds
-        bc_obj, bs_obj, max_sds = parse_bounds(bounds, dim)
-        if bc_obj is not None:
-            bc_arr, bs_arr = bc_obj, bs_obj
-            bc = &bc_arr[0]
-            bs = &bs_arr[0]
+        cdef SegmentBounds limits = SegmentBounds(bounds, dim)
+        cdef const double* bc = limits.center
+        cdef const double* bs = limits.scale
+        cdef double max_sds = limits.max_sds
         cdef bitgen_t* rng = <bitgen_t*> PyCapsule_GetPointer(bit_generator.capsule,
                                                               "BitGenerator")
         cdef Coord* coords = self.coords
