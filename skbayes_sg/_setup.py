@@ -568,15 +568,8 @@ class SetupPolicy:
         settings = _error_model.choose(
             sampler, v1("cv-preferential"), n, step_size=self.p.step_size,
             batch_size=self.p.batch_size, friction=self.p.friction, overhead_rows=overhead)
-        cost_sg, choice = settings.cost_per_draw, "cv-preferential"
+        cost_sg = settings.cost_per_draw
         ess = target_ess_for(self.p.target_ess, ctx.dim)
-        if _second_order_offered(ctx, kind) and cost_sg * ess >= TAYLOR_WORTH_PASSES * n:
-            second = _error_model.choose(
-                sampler, v1("cv2-preferential"), n, step_size=self.p.step_size,
-                batch_size=self.p.batch_size, friction=self.p.friction,
-                overhead_rows=self._step_overhead(ctx, kind, "taylor"))
-            if second.cost_per_draw <= TAYLOR_PREFERENCE * cost_sg:
-                cost_sg, choice = second.cost_per_draw, "cv2-preferential"
         adjustable = self.p.sampler == "auto" or (SAMPLERS[self.p.sampler].metropolis
                                                  and self.p.metropolis is not False)
         if adjustable:
@@ -585,11 +578,16 @@ class SetupPolicy:
             exact = _error_model.choose(sampler, 0.0, n, step_size=self.p.step_size,
                                         friction=self.p.friction, overhead_rows=overhead)
             cost_full = (n + overhead) * exact.gradients_per_step * exact.iat
-        full_flops = cost_full * ess * row_flops(ctx)
         # exact gradients buy a Metropolis correction (exact draws): worth it
         # whenever the whole fit is cheap; otherwise the cheaper scheme wins
-        if (adjustable and full_flops <= CHEAP_FIT_FLOPS) \
-                or cost_full <= FULL_GRADIENT_PREFERENCE * cost_sg:
+        if adjustable and cost_full * ess * row_flops(ctx) <= CHEAP_FIT_FLOPS:
+            return "full"
+        choice = "cv-preferential"
+        second = _second_order_cost(self.p, ctx, kind, v1, sampler, cost_sg * ess,
+                                    self._step_overhead(ctx, kind, "taylor"))
+        if second <= TAYLOR_PREFERENCE * cost_sg:
+            cost_sg, choice = second, "cv2-preferential"
+        if cost_full <= FULL_GRADIENT_PREFERENCE * cost_sg:
             return "full"
         return choice
 
@@ -626,10 +624,17 @@ class SetupPolicy:
         return self._init_array(ctx)
 
 
-def _second_order_offered(ctx, kind):
-    """Whether ``subsampling="auto"`` may weigh the second-order control: one
-    output, the dense metric, a data Hessian within ``MAX_TAYLOR_DIM``."""
-    return kind == "dense" and ctx.glm.n_outputs == 1 and ctx.dim <= MAX_TAYLOR_DIM
+def _second_order_cost(p, ctx, kind, v1, sampler, sampling_rows, overhead):
+    """The error model's cost per effective draw of ``"cv2-preferential"``
+    where ``subsampling="auto"`` may weigh it: one output, the dense metric,
+    a data Hessian within ``MAX_TAYLOR_DIM``, and a first-order sampling of
+    ``sampling_rows`` at least ``TAYLOR_WORTH_PASSES`` passes; inf elsewhere."""
+    if (kind != "dense" or ctx.glm.n_outputs != 1 or ctx.dim > MAX_TAYLOR_DIM
+            or sampling_rows < TAYLOR_WORTH_PASSES * ctx.n):
+        return np.inf
+    return _error_model.choose(
+        sampler, v1("cv2-preferential"), ctx.n, step_size=p.step_size,
+        batch_size=p.batch_size, friction=p.friction, overhead_rows=overhead).cost_per_draw
 
 
 def _check_taylor(ctx, subsampling):
