@@ -191,11 +191,15 @@ class FitSetup:
     max_abs_z: float = np.inf
 
 
+def row_nonzeros(ctx):
+    """Mean non-zeros of a row (CSR), or its columns (dense); at least 1."""
+    X = ctx.X
+    return max(X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else X.shape[1], 1.0)
+
+
 def row_flops(ctx):
     """Floating-point work of one per-datum gradient (about 2 x nnz x K)."""
-    X = ctx.X
-    nnz = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else X.shape[1]
-    return 2.0 * max(nnz, 1.0) * ctx.glm.n_outputs
+    return 2.0 * row_nonzeros(ctx) * ctx.glm.n_outputs
 
 
 def target_ess_for(target_ess, dim):
@@ -518,11 +522,9 @@ class SetupPolicy:
     def _touches_few(self, ctx, batch):
         """Whether a minibatch of ``batch`` CSR rows touches fewer than
         ``1 / LAZY_DENSITY`` of the coordinates (lazy steps then pay)."""
-        X = ctx.X
-        if not hasattr(X, "nnz"):
+        if not hasattr(ctx.X, "nnz"):
             return False
-        nnz = X.nnz / max(X.shape[0], 1)
-        return LAZY_DENSITY * min(batch, ctx.n) * max(nnz, 1.0) * ctx.glm.n_outputs < ctx.dim
+        return LAZY_DENSITY * min(batch, ctx.n) * row_nonzeros(ctx) * ctx.glm.n_outputs < ctx.dim
 
     def _lazy_candidate(self, ctx, kind):
         """Whether the chains can take lazy O(nnz) steps (:mod:`._sampling._lazy`):
@@ -543,9 +545,7 @@ class SetupPolicy:
         products (O(dim^2) dense, O(dim) otherwise), and the second-order
         control's Hessian product (``control="taylor"``, O(dim^2)), against
         one row's cost (``ROW_COST_FIXED + ROW_COST_PER_NONZERO x nnz``)."""
-        X = ctx.X
-        nnz = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else X.shape[1]
-        per_row = (ROW_COST_FIXED + ROW_COST_PER_NONZERO * max(nnz, 1.0)) * ctx.glm.n_outputs
+        per_row = (ROW_COST_FIXED + ROW_COST_PER_NONZERO * row_nonzeros(ctx)) * ctx.glm.n_outputs
         work = ctx.dim * ctx.dim if kind == "dense" else DIAGONAL_STEP_COST * ctx.dim
         if control == "taylor":
             work += ctx.dim * ctx.dim
@@ -629,7 +629,7 @@ def _second_order_cost(p, ctx, kind, v1, sampler, sampling_rows, overhead):
     where ``subsampling="auto"`` may weigh it: one output, the dense metric,
     a data Hessian within ``MAX_TAYLOR_DIM``, and a first-order sampling of
     ``sampling_rows`` at least ``TAYLOR_WORTH_PASSES`` passes; inf elsewhere."""
-    if (kind != "dense" or ctx.glm.n_outputs != 1 or ctx.dim > MAX_TAYLOR_DIM
+    if (kind != "dense" or _taylor_refusal(ctx) is not None
             or sampling_rows < TAYLOR_WORTH_PASSES * ctx.n):
         return np.inf
     return _error_model.choose(
@@ -637,21 +637,28 @@ def _second_order_cost(p, ctx, kind, v1, sampler, sampling_rows, overhead):
         batch_size=p.batch_size, friction=p.friction, overhead_rows=overhead).cost_per_draw
 
 
+def _taylor_refusal(ctx):
+    """Why the second-order control cannot act on this fit (the middle of
+    :func:`_check_taylor`'s message), or None: it needs one output, and a
+    data Hessian small enough to keep and multiply at every step."""
+    if ctx.glm.n_outputs != 1:
+        return ("expands each datum's gradient to second order, which this library does "
+                f"for one output only; this model has {ctx.glm.n_outputs}")
+    if ctx.dim > MAX_TAYLOR_DIM:
+        return (f"keeps the data Hessian ({ctx.dim} x {ctx.dim} here) and multiplies by it "
+                f"at every step; it is offered up to {MAX_TAYLOR_DIM} parameters")
+    return None
+
+
 def _check_taylor(ctx, subsampling):
-    """The second-order control's requirements: one output, and a data
-    Hessian small enough to keep and multiply at every step."""
+    """A ValueError naming ``subsampling`` where it is a second-order control
+    that cannot act on this fit (:func:`_taylor_refusal`)."""
     if subsampling not in SUBSAMPLINGS or SUBSAMPLINGS[subsampling].control != "taylor":
         return
-    if ctx.glm.n_outputs != 1:
-        raise ValueError(
-            f"subsampling={subsampling!r} expands each datum's gradient to second "
-            "order, which this library does for one output only; this model has "
-            f"{ctx.glm.n_outputs}. Use subsampling='cv-preferential' (or 'auto').")
-    if ctx.dim > MAX_TAYLOR_DIM:
-        raise ValueError(
-            f"subsampling={subsampling!r} keeps the data Hessian ({ctx.dim} x {ctx.dim} "
-            f"here) and multiplies by it at every step; it is offered up to "
-            f"{MAX_TAYLOR_DIM} parameters. Use subsampling='cv-preferential' (or 'auto').")
+    reason = _taylor_refusal(ctx)
+    if reason is not None:
+        raise ValueError(f"subsampling={subsampling!r} {reason}. "
+                         "Use subsampling='cv-preferential' (or 'auto').")
 
 
 def _lowrank_directions(values, residuals, max_rank=2 * LOWRANK_DIRECTIONS):

@@ -803,7 +803,7 @@ cdef class LazyChain:
         """
         cdef const ProblemStore* P = self.P
         cdef const RowStore* X = P.X
-        cdef intp dim = self.dim, d = X.n_features, dext = X.dext, b = self.b
+        cdef intp dim = self.dim, dext = X.dext, b = self.b
         cdef int K = P.K
         check_segment(out, dim, n_steps, thin, offset)
         cdef double[:, ::1] out_v
