@@ -20,6 +20,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
+from ._dask_rows import is_dask_collection
 from ._results import FitResultsMixin
 from ._sampling import _schedule
 from ._sampling._chain import EWSG_X_MODES
@@ -208,6 +209,23 @@ BASE_CONSTRAINTS = {
 }
 
 
+def chain_spec(estimator, ctx, glm, setup, sample_weight):
+    """What every chain is built from (:class:`ChainSpec`, picklable)."""
+    return ChainSpec(
+        model=glm.name, n_outputs=glm.n_outputs, model_params=glm.params,
+        fit_intercept=bool(estimator.fit_intercept), alpha=float(ctx.alpha),
+        sampler=setup.sampler, sampler_config=setup.sampler_config,
+        subsampling=setup.subsampling, subsampling_config=setup.subsampling_config,
+        ewsg_chain_length=(int(estimator.ewsg_chain_length)
+                           if SUBSAMPLINGS[setup.subsampling].index_chain else 0),
+        ewsg_x=EWSG_X_MODES[estimator.ewsg_x], metric=setup.metric,
+        metropolis=setup.metropolis, max_abs_z=setup.max_abs_z,
+        bounds=setup.bounds, verbose=int(estimator.verbose),
+        sample_weight=sample_weight,
+        lazy=bool(setup.lazy),
+        chain_rows=0 if ctx.population is None else int(ctx.population.chain_rows))
+
+
 class BaseSGMCMC(FitResultsMixin, BaseEstimator):
     """Base class: parameter handling, the chains, posterior storage.
 
@@ -288,18 +306,27 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
             from, so ``fit`` again with ``warm_start=True`` continues them.
         """
         self._validate_params()
+        if is_dask_collection(X) or is_dask_collection(y) or is_dask_collection(sample_weight):
+            from ._dask_fit import fit_on_dask     # dask is an optional dependency
+            return fit_on_dask(self, X, y, sample_weight)
         continuing = self.warm_start and hasattr(self, "_chain_states")
         if continuing:
             self._check_continuation()
         X, y = self._validate_X_y(X, y, reset=not continuing)
         y_enc = self._encode_targets(y)
         weights = self._row_weights(X, y, sample_weight)
+        return self._fit_encoded(X, y_enc, weights, continuing)
+
+    def _fit_encoded(self, X, y_enc, weights, continuing, population=None):
+        """The fit of validated rows, encoded targets and datum weights;
+        ``population``: the rows are a sample drawn ahead from a larger data
+        set (:mod:`._dask_fit`)."""
         glm = self._make_glm(X, y_enc)
         # one BLAS thread: the chains run in threads of their own, and a
         # multithreaded BLAS on busy cores slows set-up by orders of magnitude
         t_fit = time.perf_counter()
         with threadpool_limits(limits=1, user_api="blas"):
-            self._fit(X, y_enc, glm, continuing, weights)
+            self._fit(X, y_enc, glm, continuing, weights, population)
         self._fit_seconds = time.perf_counter() - t_fit
         self._warn_if_unreliable()
         self._warn_if_thinned_for_memory()
@@ -339,11 +366,13 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
                     f"chains; {name}={getattr(self, name)!r} differs. Set "
                     f"{name}={previous[name]!r} or warm_start=False.")
 
-    def _fit(self, X, y, glm, continuing, sample_weight=None):
+    def _fit(self, X, y, glm, continuing, sample_weight=None, population=None):
         """The fit after validation: context → set-up (mode, metric, steps)
         → chains → store."""
         t_start = time.perf_counter()       # the progress's final line counts the set-up
         ctx = self._fit_context(X, y, glm, sample_weight)
+        if population is not None:
+            ctx.adopt_population(population)
         try:
             setup, states = self._set_up(ctx, continuing)
         except KeyboardInterrupt as exc:    # as in the chains: nothing of this call is kept
@@ -351,7 +380,7 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
             note_interrupt(exc, type(self).__name__, continuing)
             raise
         self._warn_if_batch_near_full(ctx, setup)
-        pool = ChainPool(X, y, self._chain_spec(ctx, glm, setup, sample_weight), states,
+        pool = ChainPool(X, y, chain_spec(self, ctx, glm, setup, sample_weight), states,
                          n_jobs=self.n_jobs, t_start=t_start)
         plan = plan_rounds(self._setup_policy().p, ctx, setup, continuing)
         self.max_passes_, self._auto_seconds = plan.max_passes, plan.auto_seconds
@@ -410,21 +439,6 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
         starts = start_points(policy, ctx, setup, seeds)
         setup = replace(setup, **divergence_bounds(policy, ctx, setup, starts))
         return setup, [initial_state(s, z0) for s, z0 in zip(seeds[:self.n_chains], starts)]
-
-    def _chain_spec(self, ctx, glm, setup, sample_weight):
-        """What every chain is built from (:class:`ChainSpec`, picklable)."""
-        return ChainSpec(
-            model=glm.name, n_outputs=glm.n_outputs, model_params=glm.params,
-            fit_intercept=bool(self.fit_intercept), alpha=float(ctx.alpha),
-            sampler=setup.sampler, sampler_config=setup.sampler_config,
-            subsampling=setup.subsampling, subsampling_config=setup.subsampling_config,
-            ewsg_chain_length=(int(self.ewsg_chain_length)
-                               if SUBSAMPLINGS[setup.subsampling].index_chain else 0),
-            ewsg_x=EWSG_X_MODES[self.ewsg_x], metric=setup.metric,
-            metropolis=setup.metropolis, max_abs_z=setup.max_abs_z,
-            bounds=setup.bounds, verbose=int(self.verbose),
-            sample_weight=sample_weight,
-            lazy=bool(setup.lazy))
 
     def _run_chains(self, pool, plan, setup, continuing):
         """Warm-up and sampling rounds (:mod:`._sampling._schedule`); a

@@ -15,7 +15,14 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_dask_array", "rowwise"]
+__all__ = ["is_dask_array", "is_dask_collection", "rowwise"]
+
+
+def is_dask_collection(X):
+    """Whether ``X`` is a dask collection (array, DataFrame, Series), without
+    importing dask."""
+    dask = sys.modules.get("dask")
+    return dask is not None and X is not None and dask.is_dask_collection(X)
 
 
 def is_dask_array(X):

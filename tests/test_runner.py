@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 
 from skbayes_sg import SGMCMCLogisticRegression
+from skbayes_sg._base import chain_spec
 
 
 def _data(n=200, seed=0):
@@ -44,8 +45,8 @@ def test_set_step_moves_every_chain_and_only_the_chains():
     X, y = _data()
     est = SGMCMCLogisticRegression(subsampling="uniform", sampler="sgld", metric="identity",
                                    n_samples=20, random_state=0).fit(X, y)
-    spec = est._chain_spec(est._fit_context(X, y, est._model_spec(), None),
-                           est._model_spec(), est._fit_setup, None)
+    spec = chain_spec(est, est._fit_context(X, y, est._model_spec(), None),
+                      est._model_spec(), est._fit_setup, None)
     pool = ChainPool(X, y, spec, [dict(s) for s in est._chain_states])
     start = spec.sampler_config["step_size"]
     np.testing.assert_array_equal(pool.step_sizes(), np.full(4, est.step_size_))

@@ -119,6 +119,9 @@ class FitContext(ModeSearchMixin, CurvatureMixin, RowNoiseMixin):
     # per-datum gradient evaluations spent on set-up: every full pass over the
     # data (mode search, power iteration, moments) counts n
     n_grad_evals: int = 0
+    # these rows are a sample drawn ahead from a larger data set whose mode,
+    # Hessian and data gradient were found by passes over it (adopt_population)
+    population: object = None
 
     def __post_init__(self):
         if sp.issparse(self.X) and self.X.format != "csr":
@@ -215,6 +218,17 @@ class FitContext(ModeSearchMixin, CurvatureMixin, RowNoiseMixin):
         """Take ``theta`` as the mode without searching (a warm start's chains
         continue from a fit whose mode does not move)."""
         self._cache["mode"] = np.array(theta, dtype=np.float64).ravel()
+
+    def adopt_population(self, population):
+        """Take the mode, the Hessian there (prior included) and the data
+        gradient there from passes over the data set these rows were drawn
+        from (:class:`skbayes_sg._dask_fit.Population`).  The control
+        variate's sum is then the whole data's (:meth:`residuals` at the
+        mode), so chains that read each drawn row once sample the whole
+        data's posterior, not the sample's."""
+        self.population = population
+        self._cache["mode"] = np.array(population.mode, dtype=np.float64)
+        self._cache["hessian_mode"] = np.array(population.hessian, dtype=np.float64)
 
     def known_laplace_cov(self):
         """The first Laplace covariance computed so far (:meth:`laplace_cov`),

@@ -705,6 +705,13 @@ cdef class GLMEstimator(GradientEstimator):
         """Whether successive minibatches follow a fixed order (cyclic access)."""
         return self.access == ACCESS_CYCLIC
 
+    def start_at(self, Py_ssize_t row):
+        """Begin cyclic reads at ``row`` (each chain its own slice of a pool of
+        rows drawn ahead, :mod:`skbayes_sg._dask_fit`)."""
+        if self.access != ACCESS_CYCLIC or not 0 <= row < self.P.n:
+            raise ValueError("start_at needs cyclic access and a row in [0, n)")
+        self.cursor = row
+
     def get_state(self):
         """The estimator's own state as arrays (tables, running sum, snapshot,
         schedule and access cursor), so that a continued chain is the same

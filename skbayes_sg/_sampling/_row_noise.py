@@ -16,7 +16,8 @@ class RowNoiseMixin:
 
     def residuals(self, theta):
         """``R[i] = phi'(z_i, y_i)`` at theta, shape (n, K), and the data gradient
-        ``sum_i grad U_i(theta)`` (dim,) -- one counted pass (cached)."""
+        ``sum_i grad U_i(theta)`` (dim,) -- one counted pass (cached); at the
+        mode of an adopted population, the population's data gradient."""
         key = ("res", theta.tobytes())
         if key not in self._cache:
             K, d = self.glm.n_outputs, self.X.shape[1]
@@ -30,7 +31,11 @@ class RowNoiseMixin:
                 if self.fit_intercept:
                     G[:, d] += Rc.sum(axis=0)
             self.n_grad_evals += self.n
-            self._cache[key] = (R, G.ravel())
+            G = G.ravel()
+            population = self.population
+            if population is not None and np.array_equal(theta, population.mode):
+                G = np.array(population.data_gradient, dtype=np.float64)
+            self._cache[key] = (R, G)
         return self._cache[key]
 
     def linear_predictors(self, theta):

@@ -139,6 +139,7 @@ class ChainSpec:
     verbose: int = 0
     sample_weight: object = None      # (n,) datum weights w_i, or None (all 1)
     lazy: bool = False                # lazy O(nnz) steps where the chain allows them
+    chain_rows: int = 0               # > 0: chain c reads rows from c * chain_rows on (cyclic)
 
 
 @dataclass
@@ -463,7 +464,7 @@ def run_chain(X, y, spec, state, n_steps, thin=1, keep=True, adapt=None, chain_i
         control.leave()
 
 
-def _build_chain(X, y, spec, state):
+def _build_chain(X, y, spec, state, chain_id=0):
     """A chain's kernels from its spec and saved state: its random stream,
     parameters, problem, gradient estimator (its tables restored), dynamics
     (its auxiliary state restored, or drawn), oracle and, for sparse rows
@@ -478,6 +479,9 @@ def _build_chain(X, y, spec, state):
     estimator = SUBSAMPLINGS[spec.subsampling].build(problem, spec.subsampling_config)
     if state.get("estimator") is not None and hasattr(estimator, "set_state"):
         estimator.set_state(state["estimator"])  # tables, snapshot, schedule, cursor
+    elif spec.chain_rows:
+        # a pool of rows drawn ahead: each chain reads its own slice once
+        estimator.start_at(chain_id * spec.chain_rows)
     dynamics = SAMPLERS[spec.sampler].build(problem.dim, spec.sampler_config,
                                             state.get("dynamics"), generator)
     metric = Metric.from_config(spec.metric)
@@ -495,7 +499,8 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
     t0 = time.perf_counter()
     # the main thread (n_jobs=1) runs Ctrl-C's handler from within the loop
     stop = StopPoll(None if control is None else control.flag)
-    bitgen, theta, problem, estimator, dynamics, oracle, kernel = _build_chain(X, y, spec, state)
+    bitgen, theta, problem, estimator, dynamics, oracle, kernel = _build_chain(X, y, spec, state,
+                                                                            chain_id)
     lazy = kernel is not None
     adapt = adapt or {}
     if "start" in adapt:

@@ -1,0 +1,117 @@
+"""``fit`` on dask arrays (``skbayes_sg/_dask_fit.py``), on a local cluster of
+two worker processes.
+
+The set-up runs as passes on the workers (a pool of rows drawn ahead, the
+classes, Newton's method); the chains sample on the pool, each reading its
+own slice once, with the control variate's sum taken from the whole data.
+The draws are checked against an in-memory fit of the same rows with a
+tolerance from both fits' effective sample sizes.
+"""
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+
+from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge  # noqa: E402
+from skbayes_sg.diagnostics import ess  # noqa: E402
+
+# the tests' arrays come from numpy on the client (a real one reads its blocks from disk)
+pytestmark = pytest.mark.filterwarnings("ignore:Sending large graph")
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def _logistic_rows(n=40_000, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X[:, 1] *= 3.0                           # unequal scales: a non-trivial metric
+    w = np.array([0.8, -0.3, 0.5, 0.0])[:d]
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(X @ w + 0.3)))).astype(int)
+    return X, y
+
+
+def _agree(ref, est, n_sds=4.0):
+    """Means within ``n_sds`` Monte Carlo errors (from both fits' bulk ESS)
+    and sds within the same multiple of their relative error."""
+    def flat(e):
+        return np.concatenate([e.coef_samples_.reshape(e.coef_samples_.shape[0],
+                                                       e.coef_samples_.shape[1], -1),
+                               e.intercept_samples_.reshape(
+                                   e.intercept_samples_.shape[0],
+                                   e.intercept_samples_.shape[1], -1)], axis=2)
+    A, B = flat(ref), flat(est)
+    ess_a = np.array([ess(A[:, :, j]) for j in range(A.shape[2])])
+    ess_b = np.array([ess(B[:, :, j]) for j in range(B.shape[2])])
+    a, b = A.reshape(-1, A.shape[2]), B.reshape(-1, B.shape[2])
+    sd = a.std(axis=0)
+    mean_err = np.abs(a.mean(axis=0) - b.mean(axis=0)) / sd
+    mean_tol = n_sds * np.sqrt(1.0 / ess_a + 1.0 / ess_b)
+    sd_err = np.abs(b.std(axis=0) / sd - 1.0)
+    sd_tol = n_sds * np.sqrt(0.5 / ess_a + 0.5 / ess_b)
+    assert np.all(mean_err < mean_tol), (mean_err, mean_tol)
+    assert np.all(sd_err < sd_tol), (sd_err, sd_tol)
+
+
+def test_logistic_on_dask_samples_the_whole_data_posterior(client):
+    X, y = _logistic_rows()
+    ref = SGMCMCLogisticRegression(random_state=0).fit(X, y)
+    Xd = da.from_array(X, chunks=(5_000, 4))
+    yd = da.from_array(y, chunks=5_000)
+    est = SGMCMCLogisticRegression(random_state=1).fit(Xd, yd)
+    _agree(ref, est)
+    # both searches stop within 0.01 posterior sd of the mode
+    sd = np.sqrt(np.diag(ref.laplace_cov_))
+    assert np.all(np.abs(est.mode_ - ref.mode_).ravel() <= 0.02 * sd)
+    # each chain read its own slice of the pool, every row once
+    assert est.n_sampling_rows_ <= est.pool_size_
+    assert est.n_cluster_passes_ >= 3                    # classes, pool, Newton
+    assert est.subsampling == "auto"                     # the user's settings are kept
+    proba = est.predict_proba(Xd)                        # lazy, as before
+    np.testing.assert_allclose(proba.compute(), est.predict_proba(X))
+
+
+def test_fit_on_dask_never_brings_X_to_the_client(client, monkeypatch):
+    X, y = _logistic_rows(n=20_000)
+    Xd = da.from_array(X, chunks=(4_000, 4))
+    labels = np.array(["no", "yes"])[y]           # string classes, encoded on the workers
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("X was converted to numpy on the client")
+    monkeypatch.setattr(da.Array, "__array__", refuse)
+    est = SGMCMCLogisticRegression(random_state=0).fit(Xd, da.from_array(labels, chunks=4_000))
+    assert list(est.classes_) == ["no", "yes"]
+    assert np.isfinite(est.coef_).all()
+
+
+def test_sample_weight_on_dask_equals_repeated_rows(client):
+    rng = np.random.default_rng(3)
+    n = 20_000
+    X = rng.normal(size=(n, 3))
+    y = rng.poisson(np.exp(0.4 * X[:, 0] - 0.2 * X[:, 2]))
+    w = rng.integers(1, 3, size=n).astype(float)
+    ref = SGMCMCPoissonRegressor(random_state=0).fit(np.repeat(X, w.astype(int), axis=0),
+                                                     np.repeat(y, w.astype(int)))
+    est = SGMCMCPoissonRegressor(random_state=0).fit(
+        da.from_array(X, chunks=(5_000, 3)), da.from_array(y, chunks=5_000),
+        sample_weight=da.from_array(w, chunks=5_000))
+    _agree(ref, est)
+
+
+def test_fit_on_dask_refuses_what_it_cannot_keep_exact(client):
+    X, y = _logistic_rows(n=2_000)
+    Xd, yd = da.from_array(X, chunks=(500, 4)), da.from_array(y, chunks=500)
+    with pytest.raises(ValueError, match="subsampling='full' is not available on a dask"):
+        SGMCMCLogisticRegression(subsampling="full").fit(Xd, yd)
+    with pytest.raises(ValueError, match="pass a number for alpha"):
+        SGMCMCRidge().fit(Xd, da.from_array(X[:, 0], chunks=500))
+    with pytest.raises(ValueError, match="unknown size"):
+        SGMCMCLogisticRegression().fit(Xd[Xd[:, 0] > 0], yd[Xd[:, 0] > 0])
