@@ -33,11 +33,20 @@ The client holds the pool, the draws and d x d sums, never ``X``.
 import warnings
 from dataclasses import dataclass, replace
 
+import dask
+import dask.array as da
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import clone, is_classifier
 from sklearn.utils import check_random_state
 
+try:                                    # the distributed scheduler is optional
+    from distributed import as_completed, get_client as distributed_client
+except ImportError:                     # pragma: no cover
+    def distributed_client():
+        raise ValueError("no distributed client")
 from ._sampling._context import FitContext
+from .exceptions import ClusterError
 from ._sampling._glm import linear_predictor
 from ._sampling._row_algebra import (MAX_DENSE_LAPLACE, MAX_NEWTON_ITER, MODE_TOL_SD,
                                      dense_gram_blocks)
@@ -110,7 +119,6 @@ class DaskRows:
     blocks (whole rows in each block), with their sizes known."""
 
     def __init__(self, X, y, sample_weight):
-        import dask.array as da
         self.feature_names = None
         if hasattr(X, "columns"):                 # a dask DataFrame
             self.feature_names = np.asarray(X.columns, dtype=object)
@@ -135,7 +143,6 @@ class DaskRows:
         self.sizes = np.asarray(self.X.chunks[0], dtype=np.int64)
 
     def _rows_like(self, v, name):
-        import dask.array as da
         if hasattr(v, "to_dask_array"):
             v = v.to_dask_array(lengths=True)
         v = v if isinstance(v, da.Array) else da.from_array(np.asarray(v),
@@ -157,37 +164,73 @@ class DaskRows:
     def summed_terms(self, theta, glm, fit_intercept):
         """Loss, gradient and Hessian of every row's data term at theta: one
         pass on the cluster, summed on the client."""
-        import dask
-        parts = dask.compute(*[dask.delayed(_block_terms)(X, y, w, theta, glm, fit_intercept)
-                               for X, y, w in self.blocks()])
-        loss = sum(p[0] for p in parts)
-        G = sum(p[1] for p in parts)
-        H = sum(p[2] for p in parts)
+        tasks = [dask.delayed(_block_terms)(X, y, w, theta, glm, fit_intercept)
+                 for X, y, w in self.blocks()]
+        parts = dict(_arriving(tasks))
+        # summed in the blocks' order: the same bits whichever finished first
+        loss = sum(parts[k][0] for k in range(len(tasks)))
+        G = sum(parts[k][1] for k in range(len(tasks)))
+        H = sum(parts[k][2] for k in range(len(tasks)))
         return loss, G.ravel(), H.reshape(G.size, G.size)
 
     def draw_pool(self, size, rng):
         """``size`` rows drawn uniformly with replacement, in random order:
-        ``(X, y, w)`` on the client (one pass: a task per block)."""
-        import dask
+        ``(X, y, w)`` on the client (one pass: a task per block).  Dense rows
+        are written into their places as each block's arrive, so the client
+        holds the pool and one block's share at a time."""
         counts = rng.multinomial(size, self.sizes / self.n)
-        tasks = []
-        for (X, y, w), count, rows in zip(self.blocks(), counts, self.sizes):
+        places = np.split(rng.permutation(size), np.cumsum(counts)[:-1])
+        tasks, slots = [], []
+        for (X, y, w), count, rows, place in zip(self.blocks(), counts, self.sizes, places):
             if count:
                 picks = np.sort(rng.integers(0, rows, size=count))
                 tasks.append(dask.delayed(_take_rows)(X, y, w, picks))
-        parts = dask.compute(*tasks)
-        order = rng.permutation(size)
-        X = _stack([p[0] for p in parts])[order]
-        y = np.concatenate([p[1] for p in parts])[order]
-        w = None if self.w is None else np.concatenate([p[2] for p in parts])[order]
+                slots.append(place)
+        if self.X._meta is not None and sp.issparse(self.X._meta):
+            parts = dask.compute(*tasks)
+            order = np.argsort(np.concatenate(slots))
+            return (sp.vstack([p[0] for p in parts], format="csr")[order],
+                    np.concatenate([p[1] for p in parts])[order],
+                    None if self.w is None else np.concatenate([p[2] for p in parts])[order])
+        X = np.empty((size, self.X.shape[1]), dtype=self.X.dtype)
+        y = np.empty(size, dtype=np.float64)
+        w = None if self.w is None else np.empty(size, dtype=np.float64)
+        for k, (X_part, y_part, w_part) in _arriving(tasks):
+            X[slots[k]] = X_part.toarray() if sp.issparse(X_part) else X_part
+            y[slots[k]] = y_part
+            if w is not None:
+                w[slots[k]] = w_part
         return X, y, w
 
 
-def _stack(parts):
-    import scipy.sparse as sp
-    if sp.issparse(parts[0]):
-        return sp.vstack(parts, format="csr")
-    return np.concatenate(parts)
+def _arriving(tasks):
+    """``(index, result)`` of each delayed task as it completes: on a
+    distributed client, as futures finish (each result dropped once used;
+    an interrupt or error cancels what is left), else all at once.  A task
+    dask gave up on raises :class:`~skbayes_sg.exceptions.ClusterError`."""
+    try:
+        client = distributed_client()
+    except ValueError:
+        yield from enumerate(dask.compute(*tasks))
+        return
+    from distributed import KilledWorker
+    from distributed.client import FutureCancelledError
+    futures = client.compute(tasks)
+    index = {f.key: k for k, f in enumerate(futures)}
+    try:
+        for future, result in as_completed(futures, with_results=True):
+            yield index[future.key], result
+    except (FutureCancelledError, KilledWorker) as exc:
+        what = ("ran on workers that died" if isinstance(exc, KilledWorker)
+                else "was cancelled or lost its data on the cluster")
+        raise ClusterError(
+            f"A task of a pass over the blocks of X {what} ({exc}); the fit was abandoned. "
+            "A worker that dies repeatedly is usually out of memory: give the workers more "
+            "memory or X smaller blocks (dask retries a task whose worker died on another "
+            "one, up to the scheduler's distributed.scheduler.allowed-failures times, 3 by "
+            "default), then fit again.") from exc
+    finally:
+        client.cancel(futures, force=True)
 
 
 # ---------------------------------------------------------------- the mode
@@ -247,7 +290,6 @@ def _encode_blocks(work, data):
     row (one pass; ``classes_`` set and checked by its own rules), then the
     class index per row; a regressor's as float64 (its own rules check the
     pool's).  Returns the passes made."""
-    import dask.array as da
     if not is_classifier(work):
         data.y = data.y.astype(np.float64)
         return 0

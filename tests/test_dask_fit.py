@@ -115,3 +115,94 @@ def test_fit_on_dask_refuses_what_it_cannot_keep_exact(client):
         SGMCMCRidge().fit(Xd, da.from_array(X[:, 0], chunks=500))
     with pytest.raises(ValueError, match="unknown size"):
         SGMCMCLogisticRegression().fit(Xd[Xd[:, 0] > 0], yd[Xd[:, 0] > 0])
+
+
+def _kill(client, address):
+    import os
+
+    def die():
+        os._exit(1)
+    try:
+        client.run(die, workers=[address])
+    except Exception:       # it died before it answered
+        pass
+
+
+def _when_a_pass_runs(client, action, timeout=60.0):
+    """In a thread: as soon as a task of a Newton pass (``_block_terms``) is
+    on a worker, call ``action(address)`` once; ``hits`` lists the addresses."""
+    import threading
+    import time
+
+    def watch():
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for address, keys in client.processing().items():
+                if any("_block_terms" in str(k) for k in keys):
+                    watch.hits.append(address)
+                    action(address)
+                    return
+            time.sleep(0.005)
+
+    watch.hits = []
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread, watch.hits
+
+
+def test_a_worker_killed_in_a_pass_is_replaced_and_the_draws_are_unchanged(client):
+    X, y = _logistic_rows(n=200_000)
+    Xd, yd = da.from_array(X, chunks=(10_000, 4)), da.from_array(y, chunks=10_000)
+    params = dict(n_samples=200, n_warmup=200, random_state=0)
+    undisturbed = SGMCMCLogisticRegression(**params).fit(Xd, yd)
+    watcher, hits = _when_a_pass_runs(client, lambda a: _kill(client, a))
+    est = SGMCMCLogisticRegression(**params).fit(Xd, yd)
+    watcher.join(1.0)
+    client.wait_for_workers(2, timeout=60)      # the nanny restarts the worker
+    assert hits, "no pass task was seen running: nothing was killed"
+    # dask ran the lost blocks' tasks again and the fit went on: the same
+    # pool, the same sums (in block order) up to the rounding of a block's
+    # BLAS products on another worker process (1e-16), carried by the chains
+    np.testing.assert_allclose(est.coef_samples_, undisturbed.coef_samples_,
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_a_pass_dask_gives_up_on_raises_a_clear_error(client):
+    from skbayes_sg.exceptions import ClusterError
+
+    def set_allowed_failures(value, dask_scheduler=None):
+        old, dask_scheduler.allowed_failures = dask_scheduler.allowed_failures, value
+        return old
+
+    X, y = _logistic_rows(n=200_000)
+    Xd, yd = da.from_array(X, chunks=(10_000, 4)), da.from_array(y, chunks=10_000)
+    old = client.run_on_scheduler(set_allowed_failures, 0)   # give up at the first death
+    try:
+        watcher, hits = _when_a_pass_runs(client, lambda a: _kill(client, a))
+        with pytest.raises(ClusterError, match="ran on workers that died.*allowed-failures"):
+            SGMCMCLogisticRegression(n_samples=200, n_warmup=200, random_state=0).fit(Xd, yd)
+        watcher.join(1.0)
+    finally:
+        client.run_on_scheduler(set_allowed_failures, old)
+        client.wait_for_workers(2, timeout=60)
+    assert hits, "no pass task was seen running: nothing was killed"
+
+
+def test_ctrl_c_in_a_pass_stops_the_fit_and_its_tasks(client):
+    import os
+    import signal
+    import time
+
+    X, y = _logistic_rows(n=200_000)
+    Xd, yd = da.from_array(X, chunks=(10_000, 4)), da.from_array(y, chunks=10_000)
+    watcher, hits = _when_a_pass_runs(client, lambda a: os.kill(os.getpid(), signal.SIGINT))
+    est = SGMCMCLogisticRegression(random_state=0)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(Xd, yd)
+    watcher.join(1.0)
+    assert hits
+    assert not hasattr(est, "coef_samples_")
+    end = time.monotonic() + 5.0          # the pass's tasks were cancelled
+    while time.monotonic() < end and any(client.processing().values()):
+        time.sleep(0.05)
+    assert not any(client.processing().values())
