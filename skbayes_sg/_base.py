@@ -20,7 +20,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from ._dask_rows import is_dask_collection
+from ._dask_rows import is_dask_collection, sample_rows
 from ._results import FitResultsMixin
 from ._sampling import _schedule
 from ._sampling._chain import EWSG_X_MODES
@@ -153,17 +153,25 @@ class PosteriorPredictiveMixin:
             (``n_draws = n_chains * n_samples`` when ``n_draws=None``); class
             labels (``classes_``) for a classifier.
         """
-        X = self._validate_X_predict(X)
         if n_draws is not None and not (
                 isinstance(n_draws, numbers.Integral) and not isinstance(n_draws, bool)
                 and n_draws >= 1):
             raise ValueError(f"n_draws must be a positive integer, or None for one draw per "
                              f"posterior draw; got {n_draws!r}.")
+        if is_dask_collection(X):
+            return sample_rows(self, X, n_draws, random_state)
+        X = self._validate_X_predict(X)
         rng = check_random_state(random_state)
-        if n_draws is None:
+        pick = None if n_draws is None else rng.randint(self._n_draws(), size=n_draws)
+        return self._sample_y_rows(X, pick, rng)
+
+    def _sample_y_rows(self, X, pick, rng):
+        """:meth:`sample_y` of validated rows: the posterior draws ``pick``
+        (None: every kept draw in order), the observation noise from ``rng``."""
+        if pick is None:
             return self._predictive_draws(X, rng)
         W, b = self._flat_draws()
-        pick = rng.randint(W.shape[0], size=n_draws)
+        n_draws = len(pick)
         Wp = W[pick]                                       # (n_draws, K, d)
         Wt = Wp.reshape(n_draws * Wp.shape[1], -1).T       # (d, n_draws * K)
         Z = np.asarray(X @ Wt, dtype=np.float64).reshape(X.shape[0], n_draws, -1) + b[pick][None]

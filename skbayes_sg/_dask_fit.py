@@ -10,7 +10,8 @@ array the two parts go where they belong:
    uniformly with replacement from all n rows (per block: a multinomial
    count, then indices within the block; one task per block returns only
    its drawn rows).  The pool is put in random order, so that any run of
-   its rows is an i.i.d. uniform draw from the whole data.
+   its rows is an i.i.d. uniform draw from the whole data.  A classifier's
+   classes (and the weights' checks) take one pass before it.
 2. **Newton passes on the cluster** (each: the loss, gradient and Hessian of
    every block, summed on the client) start from the pool's own mode and
    stop on the posterior's scale, as the in-memory search does; the last
@@ -26,7 +27,9 @@ array the two parts go where they belong:
    grad U_j(theta_hat)]`` is the in-memory estimator's, in law: the chains
    sample the posterior of all n rows, not of the pool.  A chain that would
    read past its slice would reuse rows; the fit checks every chain's count
-   and, where one did, draws a larger pool and samples again.
+   and, where one did, draws a larger pool and samples again.  The pool
+   also gives the Newton start and the automatic settings (batch size,
+   step, metric): tuning read from the rows, as an in-memory fit's is.
 
 The client holds the pool, the draws and d x d sums, never ``X``.
 """
@@ -47,7 +50,7 @@ except ImportError:                     # pragma: no cover
         raise ValueError("no distributed client")
 from ._sampling._context import FitContext
 from .exceptions import ClusterError
-from ._sampling._glm import linear_predictor
+from ._sampling._glm import linear_predictor, model_spec
 from ._sampling._row_algebra import (MAX_DENSE_LAPLACE, MAX_NEWTON_ITER, MODE_TOL_SD,
                                      dense_gram_blocks)
 
@@ -278,7 +281,11 @@ def _refuse_unsupported(est):
     if getattr(est, "class_weight", None) is not None:
         raise ValueError("class_weight is not available on a dask array yet; pass the "
                          "weights as sample_weight (a dask array of one weight per row).")
-    for name in ("alpha", "noise_var", "shape"):
+    # ridge finds alpha and noise_var from sums over the rows; other models'
+    # settings estimated from the data need the rows in memory
+    in_memory = ("shape",) if hasattr(est, "_hyperparameters_from_gram") else (
+        "alpha", "noise_var", "shape")
+    for name in in_memory:
         if isinstance(getattr(est, name, None), str):
             raise ValueError(
                 f"{name}={getattr(est, name)!r} is estimated from the data in memory; on a "
@@ -286,34 +293,81 @@ def _refuse_unsupported(est):
 
 
 def _encode_blocks(work, data):
-    """Encode the targets on the cluster: a classifier's classes from every
-    row (one pass; ``classes_`` set and checked by its own rules), then the
-    class index per row; a regressor's as float64 (its own rules check the
-    pool's).  Returns the passes made."""
-    if not is_classifier(work):
-        data.y = data.y.astype(np.float64)
+    """Check and encode the targets and weights on the cluster: a
+    classifier's classes from every row (one pass; ``classes_`` set and
+    checked by its own rules), then the class index per row; a regressor's
+    targets checked block by block by its model's rules as each pass reads
+    them; the weights checked as the in-memory fit checks them (the same
+    pass).  Returns the passes made."""
+    glm_name = None if is_classifier(work) else work._make_glm(None, None).name
+    if glm_name is not None:
+        data.y = data.y.map_blocks(model_spec(glm_name).validate_targets, dtype=np.float64)
+    checks = [] if glm_name is not None else [da.unique(data.y)]
+    if data.w is not None:
+        checks += [data.w.min(), data.w.max(), da.isfinite(data.w).all()]
+    if not checks:
         return 0
-    classes = np.unique(da.unique(data.y).compute())
-    work._encode_targets(classes)
-    data.y = data.y.map_blocks(_class_index, work.classes_, dtype=np.float64)
+    found = dask.compute(*checks)
+    if glm_name is None:
+        classes, found = np.unique(found[0]), found[1:]
+        work._encode_targets(classes)
+        data.y = data.y.map_blocks(_class_index, work.classes_, dtype=np.float64)
+    if data.w is not None:
+        low, high, finite = found
+        if not finite:
+            raise ValueError("sample_weight contains NaN or inf; pass finite nonnegative "
+                             "weights.")
+        if low < 0:
+            raise ValueError("Negative values in data passed to sample_weight; pass "
+                             "nonnegative weights.")
+        if high <= 0:
+            raise ValueError("sample_weight is zero for every row, which leaves no data to "
+                             "fit; give at least one row a positive weight.")
     return 1
+
+
+def _resolve_from_gram(work, data):
+    """Settings the model finds from its data's sufficient statistics
+    (ridge's evidence): one pass summing the Gram matrix and the targets'
+    moments, the numbers set on ``work``.  Returns the passes made."""
+    resolve = getattr(work, "_hyperparameters_from_gram", None)
+    if resolve is None or not any(isinstance(getattr(work, name), str) or
+                                  getattr(work, name) is None
+                                  for name in ("alpha", "noise_var")):
+        return 0
+    fit_intercept = bool(work.fit_intercept)
+    tasks = [dask.delayed(_block_gram)(X, y, w, fit_intercept) for X, y, w in data.blocks()]
+    parts = dict(_arriving(tasks))
+    sums = [sum(parts[k][j] for k in range(len(tasks))) for j in range(5)]
+    work.set_params(**resolve(*sums))
+    return 1
+
+
+def _block_gram(X, y, w, fit_intercept):
+    """``X_a^T W X_a``, ``X_a^T W y``, ``y^T W y``, ``sum w``, ``sum w y`` of a block."""
+    Xa = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    if fit_intercept:
+        Xa = np.hstack([Xa, np.ones((Xa.shape[0], 1))])
+    y = np.asarray(y, dtype=np.float64)
+    w = np.ones(len(y)) if w is None else np.asarray(w, dtype=np.float64)
+    Xw = Xa * w[:, None]
+    return Xw.T @ Xa, Xw.T @ y, float(w @ (y * y)), float(w.sum()), float(w @ y)
 
 
 def _class_index(y, classes):
     return np.searchsorted(classes, y).astype(np.float64)
 
 
-def _fit_pool(work, data, population, rng, chain_rows):
-    """Draw a pool of ``chain_rows`` per chain and sample on it; returns
-    ``(rows read per chain, pool size)``."""
-    size = chain_rows * work.n_chains
-    X, y, w = data.draw_pool(size, rng)
+def _fit_pool(work, data, population, pool, chain_rows):
+    """Sample on ``pool`` (``(X, y, w)``, ``chain_rows`` per chain); returns
+    the rows each chain read."""
+    X, y, w = pool
+    size = len(y)
     y = y if is_classifier(work) else work._encode_targets(y)
     work._validate_X_y(X, y, reset=True)
     weights = np.full(size, data.n / size) * (1.0 if w is None else w)
     work._fit_encoded(X, y, weights, False, replace(population, chain_rows=chain_rows))
-    read = (work.n_passes_ - work.n_setup_passes_) * size / work.n_chains
-    return read, size
+    return (work.n_passes_ - work.n_setup_passes_) * size / work.n_chains
 
 
 def _pool_mode(work, X, y, w, n):
@@ -323,7 +377,8 @@ def _pool_mode(work, X, y, w, n):
     weights = np.full(len(y), n / len(y)) * (1.0 if w is None else w)
     ctx = FitContext(X, y, work._make_glm(X, y), float(work.alpha),
                      bool(work.fit_intercept), 1, weights)
-    return ctx.mode(), ctx.glm
+    work._fit_context_hook(ctx)            # the model's settings (ridge's noise variance)
+    return ctx.mode(), ctx
 
 
 def fit_on_dask(est, X, y, sample_weight=None):
@@ -334,43 +389,47 @@ def fit_on_dask(est, X, y, sample_weight=None):
     rng = np.random.default_rng(seed)
     work = clone(est).set_params(subsampling=DASK_SUBSAMPLINGS[est.subsampling],
                                  access="cyclic", warm_start=False, random_state=seed)
-    passes = _encode_blocks(work, data)
+    passes = _encode_blocks(work, data) + _resolve_from_gram(work, data)
     chain_rows = POOL_ROWS_PER_CHAIN
-    theta, glm = _pool_mode(work, *data.draw_pool(chain_rows * work.n_chains, rng), data.n)
-    passes += 1
+    pool = data.draw_pool(chain_rows * work.n_chains, rng)
+    theta, ctx = _pool_mode(work, *pool, data.n)
     if theta.size > MAX_DENSE_LAPLACE:
         raise ValueError(f"{theta.size} coefficients: a fit on a dask array keeps a dense "
                          f"Hessian (up to {MAX_DENSE_LAPLACE}); compute X into memory.")
-    population, newton = population_mode(data, glm, float(work.alpha),
+    population, newton = population_mode(data, ctx.glm, float(ctx.alpha),
                                          bool(work.fit_intercept), theta,
                                          float(work.temperature))
-    passes += newton
-    for _ in range(MAX_POOLS):
+    passes += 1 + newton
+    spent = 0                 # row evaluations of samplings on pools that proved short
+    for attempt in range(MAX_POOLS):
+        if attempt:
+            pool = data.draw_pool(chain_rows * work.n_chains, rng)
+            passes += 1
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            read, size = _fit_pool(work, data, population, rng, chain_rows)
-        passes += 1
+            read = _fit_pool(work, data, population, pool, chain_rows)
         if read <= chain_rows:
             break
+        spent += work.n_grad_evals_
         chain_rows = int(np.ceil(POOL_GROWTH * read))
     else:
         raise RuntimeError(f"the chains read {read:.0f} rows each, more than the "
                            f"{chain_rows} drawn for each in {MAX_POOLS} pools")
     for w in caught:          # the kept fit's warnings, under the caller's filters
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    _adopt_results(est, work, data, passes, read, size)
+    _adopt_results(est, work, data, passes, read, len(pool[1]), spent)
     return est
 
 
-def _adopt_results(est, work, data, passes, read, size):
+def _adopt_results(est, work, data, passes, read, size, spent):
     """The working estimator's fitted attributes on ``est``, its data
-    passes counted over the whole data."""
+    passes counted over the whole data (``spent``: row evaluations of
+    samplings given up for a larger pool)."""
     params = est.get_params(deep=False)
     for name, value in vars(work).items():
         if name not in params:
             setattr(est, name, value)
-    pool_evals = work.n_grad_evals_
-    est.n_grad_evals_ = int(passes * data.n + pool_evals)
+    est.n_grad_evals_ = int(passes * data.n + work.n_grad_evals_ + spent)
     est.n_passes_ = est.n_grad_evals_ / data.n
     est.n_setup_passes_ = passes + work.n_setup_passes_ * size / data.n
     est.n_cluster_passes_ = int(passes)

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_dask_array", "is_dask_collection", "rowwise"]
+__all__ = ["is_dask_array", "is_dask_collection", "rowwise", "sample_rows"]
 
 
 def is_dask_collection(X):
@@ -58,7 +58,8 @@ def _map_rows(method, X, probe, part=None):
 def rowwise(method):
     """Make a prediction method ``method(self, X, ...)`` lazy on dask arrays.
 
-    With ``X`` a 2-d ``dask.array.Array`` (dense or scipy.sparse blocks), the
+    With ``X`` a 2-d ``dask.array.Array`` (dense or scipy.sparse blocks) or a
+    dask DataFrame (its blocks passed on as pandas DataFrames), the
     method is checked at once on one row of zeros (a NotFittedError or a
     wrong number of features is raised here, not at compute time) and the
     result is a dask array with X's row chunks, each block the method's
@@ -68,6 +69,10 @@ def rowwise(method):
     """
     @functools.wraps(method)
     def wrapper(self, X, *args, **kwargs):
+        names = None
+        if is_dask_collection(X) and hasattr(X, "to_dask_array"):   # a dask DataFrame
+            names = list(X.columns)
+            X = X.to_dask_array(lengths=True)
         if not is_dask_array(X):
             return method(self, X, *args, **kwargs)
         if X.ndim != 2:
@@ -76,6 +81,9 @@ def rowwise(method):
             X = X.rechunk({1: -1})
 
         def on_rows(rows):
+            if names is not None:           # the blocks keep the DataFrame's column names
+                import pandas as pd
+                rows = pd.DataFrame(rows, columns=names)
             return method(self, rows, *args, **kwargs)
 
         probe = _probe(on_rows, X.shape[1])
@@ -83,3 +91,32 @@ def rowwise(method):
             return tuple(_map_rows(on_rows, X, p, part=k) for k, p in enumerate(probe))
         return _map_rows(on_rows, X, probe)
     return wrapper
+
+
+def sample_rows(estimator, X, n_draws, random_state):
+    """``estimator.sample_y(X, n_draws, random_state)`` on a dask array or
+    DataFrame: a dask array of X's row chunks.  The posterior draws are
+    picked once, on the client, so that every block's column ``j`` comes
+    from the same draw (a column is a draw of the whole ``y(X)``); each
+    block's observation noise comes from its own seed, drawn from
+    ``random_state`` in block order, so the result does not depend on which
+    worker computes which block."""
+    from sklearn.utils import check_random_state
+
+    if hasattr(X, "to_dask_array"):
+        X = X.to_dask_array(lengths=True)
+    if X.ndim != 2:
+        raise ValueError(f"X must be a 2-d dask array of rows; got {X.ndim} dimension(s).")
+    if X.numblocks[1] > 1:
+        X = X.rechunk({1: -1})
+    rng = check_random_state(random_state)
+    pick = None if n_draws is None else rng.randint(estimator._n_draws(), size=n_draws)
+    seeds = rng.randint(np.iinfo(np.int32).max, size=X.numblocks[0])
+
+    def block(rows, block_info=None):
+        rows = estimator._validate_X_predict(rows)
+        seed = seeds[block_info[0]["chunk-location"][0]] if block_info else 0
+        return estimator._sample_y_rows(rows, pick, np.random.RandomState(seed))
+
+    probe = block(np.zeros((1, X.shape[1])))          # checks the width and fit, at once
+    return X.map_blocks(block, dtype=probe.dtype, chunks=(X.chunks[0], (probe.shape[1],)))

@@ -13,7 +13,8 @@ import pytest
 distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
 
-from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge  # noqa: E402
+from skbayes_sg import (SGMCMCLogisticRegression, SGMCMCNegativeBinomialRegressor,  # noqa: E402
+                        SGMCMCPoissonRegressor, SGMCMCRidge)
 from skbayes_sg.diagnostics import ess  # noqa: E402
 
 # the tests' arrays come from numpy on the client (a real one reads its blocks from disk)
@@ -82,14 +83,28 @@ def test_logistic_on_dask_samples_the_whole_data_posterior(client):
 def test_fit_on_dask_never_brings_X_to_the_client(client, monkeypatch):
     X, y = _logistic_rows(n=20_000)
     Xd = da.from_array(X, chunks=(4_000, 4))
-    labels = np.array(["no", "yes"])[y]           # string classes, encoded on the workers
+    # three string classes (softmax), encoded on the workers
+    labels = np.array(["no", "yes", "maybe"])[y + (X[:, 0] > 1.0)]
 
     def refuse(*args, **kwargs):
         raise AssertionError("X was converted to numpy on the client")
     monkeypatch.setattr(da.Array, "__array__", refuse)
     est = SGMCMCLogisticRegression(random_state=0).fit(Xd, da.from_array(labels, chunks=4_000))
-    assert list(est.classes_) == ["no", "yes"]
-    assert np.isfinite(est.coef_).all()
+    assert list(est.classes_) == ["maybe", "no", "yes"]
+    assert est.coef_.shape == (3, 4) and np.isfinite(est.coef_).all()
+
+
+def test_a_dask_dataframe_is_fitted_and_predicted_with_its_column_names(client):
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    X, y = _logistic_rows(n=20_000)
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    X_dd = dd.from_pandas(frame, npartitions=4)
+    y_dd = dd.from_pandas(pd.Series(y, name="label"), npartitions=4)
+    est = SGMCMCLogisticRegression(random_state=0).fit(X_dd, y_dd)
+    assert list(est.feature_names_in_) == ["a", "b", "c", "d"]
+    proba = est.predict_proba(X_dd)
+    np.testing.assert_allclose(proba.compute(), est.predict_proba(frame))
 
 
 def test_sample_weight_on_dask_equals_repeated_rows(client):
@@ -106,13 +121,61 @@ def test_sample_weight_on_dask_equals_repeated_rows(client):
     _agree(ref, est)
 
 
+def test_ridge_on_dask_at_its_defaults_is_the_exact_posterior(client):
+    rng = np.random.default_rng(5)
+    n, d = 30_000, 3
+    X = rng.normal(size=(n, d)) * np.array([1.0, 0.1, 5.0])     # ill-conditioned
+    y = X @ np.array([0.5, 2.0, -0.1]) + 1.0 + rng.normal(scale=2.0, size=n)
+    memory = SGMCMCRidge(random_state=0).fit(X, y)
+    est = SGMCMCRidge(random_state=0).fit(da.from_array(X, chunks=(6_000, d)),
+                                          da.from_array(y, chunks=6_000))
+    # the evidence from sums on the cluster is the in-memory evidence
+    np.testing.assert_allclose([est.alpha_, est.noise_var_],
+                               [memory.alpha_, memory.noise_var_], rtol=1e-6)
+    # the exact conjugate posterior at those settings
+    Xa = np.hstack([X, np.ones((n, 1))])
+    precision = Xa.T @ Xa / est.noise_var_ + est.alpha_ * np.eye(d + 1)
+    cov = np.linalg.inv(precision)
+    mean = cov @ (Xa.T @ y) / est.noise_var_
+    draws = np.concatenate([est.coef_samples_, est.intercept_samples_[..., None]], axis=2)
+    n_eff = np.array([ess(draws[:, :, j]) for j in range(d + 1)])
+    sd = np.sqrt(np.diag(cov))
+    flat = draws.reshape(-1, d + 1)
+    assert np.all(np.abs(flat.mean(axis=0) - mean) / sd < 4.0 / np.sqrt(n_eff))
+    assert np.all(np.abs(flat.std(axis=0) / sd - 1.0) < 4.0 * np.sqrt(0.5 / n_eff))
+
+
+def test_sample_y_on_dask_is_lazy_reproducible_and_centred(client):
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(3_000, 2))
+    y = X @ np.array([1.0, -0.5]) + rng.normal(size=3_000)
+    est = SGMCMCRidge(alpha=1.0, noise_var=1.0, random_state=0).fit(X, y)
+    Xd = da.from_array(X, chunks=(1_000, 2))
+    draws = est.sample_y(Xd, n_draws=400, random_state=3)
+    assert isinstance(draws, da.Array) and draws.chunks[0] == Xd.chunks[0]
+    values = draws.compute()
+    np.testing.assert_array_equal(values, est.sample_y(Xd, n_draws=400,
+                                                       random_state=3).compute())
+    # each row's draws average to the predictive mean within their Monte
+    # Carlo error (the noise, sd sqrt(noise_var), dominates the posterior's)
+    sd = np.sqrt(est.noise_var_)
+    assert np.all(np.abs(values.mean(axis=1) - est.predict(X)) < 5.0 * sd / np.sqrt(400))
+    labels = SGMCMCLogisticRegression(random_state=0).fit(X, y > 0).sample_y(Xd)
+    assert set(np.unique(labels.compute())) <= {False, True}
+
+
 def test_fit_on_dask_refuses_what_it_cannot_keep_exact(client):
     X, y = _logistic_rows(n=2_000)
     Xd, yd = da.from_array(X, chunks=(500, 4)), da.from_array(y, chunks=500)
     with pytest.raises(ValueError, match="subsampling='full' is not available on a dask"):
         SGMCMCLogisticRegression(subsampling="full").fit(Xd, yd)
-    with pytest.raises(ValueError, match="pass a number for alpha"):
-        SGMCMCRidge().fit(Xd, da.from_array(X[:, 0], chunks=500))
+    with pytest.raises(ValueError, match="pass a number for shape"):
+        SGMCMCNegativeBinomialRegressor().fit(Xd, yd)
+    with pytest.raises(ValueError, match="sample_weight contains NaN"):
+        SGMCMCLogisticRegression().fit(Xd, yd, sample_weight=da.full(2_000, np.nan,
+                                                                      chunks=500))
+    with pytest.raises(ValueError, match="y must"):
+        SGMCMCPoissonRegressor().fit(Xd, da.from_array(-np.ones(2_000), chunks=500))
     with pytest.raises(ValueError, match="unknown size"):
         SGMCMCLogisticRegression().fit(Xd[Xd[:, 0] > 0], yd[Xd[:, 0] > 0])
 

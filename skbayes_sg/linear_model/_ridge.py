@@ -77,6 +77,19 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
     def _make_glm(self, X, y):
         return GLM(GAUSSIAN, 1)  # noise variance resolved in _fit_context_hook
 
+    def _hyperparameters_from_gram(self, gram, xty, yty, weight_sum, y_sum):
+        """``alpha`` and ``noise_var`` as numbers, those given kept and those
+        set to ``"auto"`` found by the evidence from the data's sufficient
+        statistics (a fit on a dask array, :mod:`skbayes_sg._dask_fit`, sums
+        them in one pass on the cluster); the same spectrum and search as
+        :func:`_maximise_evidence` on rows in memory."""
+        given_noise = (float(self.noise_var) if self.noise_var is not None
+                       and not isinstance(self.noise_var, str) else None)
+        given_alpha = None if isinstance(self.alpha, str) else float(self.alpha)
+        sigma2, alpha = evidence_from_gram(gram, xty, yty, weight_sum, y_sum,
+                                           alpha=given_alpha, noise_var=given_noise)
+        return {"alpha": alpha, "noise_var": sigma2}
+
     def _fit_context_hook(self, ctx):
         given_noise = (float(self.noise_var) if self.noise_var is not None
                        and not isinstance(self.noise_var, str) else None)
@@ -283,6 +296,26 @@ def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None, sample_w
     if sqrt_w is not None:
         n = n_eff
     return _spectral_evidence(lam, q, y, n, alpha, noise_var, floor)
+
+
+def evidence_from_gram(gram, xty, yty, weight_sum, y_sum, alpha=None, noise_var=None):
+    """``(sigma2, alpha)`` of :func:`_maximise_evidence` from sums over the
+    (weighted) rows: ``gram = X_a^T W X_a``, ``xty = X_a^T W y``,
+    ``yty = y^T W y``, ``weight_sum = sum_i w_i`` and ``y_sum = sum_i w_i y_i``
+    (``X_a`` with its intercept column).  The primal spectrum only: it is
+    what :func:`_maximise_evidence` takes when there are at least as many
+    rows as coefficients."""
+    mean = y_sum / weight_sum
+    floor = 1e-12 * (max(yty / weight_sum - mean * mean, 0.0) + 1.0)
+    if alpha is not None and noise_var is not None:
+        return float(noise_var), float(alpha)
+    lam, V = np.linalg.eigh(gram)
+    lam = np.clip(lam, 0.0, None)
+    b = V.T @ xty
+    q = np.where(lam > 0, b * b / np.where(lam > 0, lam, 1.0), 0.0)
+    sigma2, alpha, _ = _spectral_evidence(lam, q, np.array([np.sqrt(yty)]), weight_sum,
+                                          alpha, noise_var, floor)
+    return sigma2, alpha
 
 
 def _fixed_point_evidence(X, y, fit_intercept, alpha, floor, sqrt_w, dim):
