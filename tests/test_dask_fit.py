@@ -80,6 +80,23 @@ def test_logistic_on_dask_samples_the_whole_data_posterior(client):
     np.testing.assert_allclose(proba.compute(), est.predict_proba(X))
 
 
+def test_sparse_blocks_are_fitted_in_csr(client):
+    import dask
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(2)
+    n, d = 30_000, 12
+    X = sp.random(n, d, density=0.25, format="csr", random_state=2)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(X @ rng.normal(size=d))))).astype(int)
+    blocks = [da.from_delayed(dask.delayed(X.__getitem__)(slice(s, s + 6_000)),
+                              shape=(6_000, d), dtype=np.float64, meta=sp.csr_matrix((0, d)))
+              for s in range(0, n, 6_000)]
+    ref = SGMCMCLogisticRegression(random_state=0).fit(X, y)
+    est = SGMCMCLogisticRegression(random_state=1).fit(da.concatenate(blocks),
+                                                       da.from_array(y, chunks=6_000))
+    _agree(ref, est)
+
+
 def test_fit_on_dask_never_brings_X_to_the_client(client, monkeypatch):
     X, y = _logistic_rows(n=20_000)
     Xd = da.from_array(X, chunks=(4_000, 4))

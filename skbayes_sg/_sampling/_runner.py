@@ -466,7 +466,9 @@ def run_chain(X, y, spec, state, n_steps, thin=1, keep=True, adapt=None, chain_i
 
 def _build_chain(X, y, spec, state, chain_id=0):
     """A chain's kernels from its spec and saved state: its random stream,
-    parameters, problem, gradient estimator (its tables restored), dynamics
+    parameters, problem, gradient estimator (its tables restored; on a pool
+    of rows drawn ahead, ``spec.chain_rows``, its first read at chain
+    ``chain_id``'s slice), dynamics
     (its auxiliary state restored, or drawn), oracle and, for sparse rows
     with a lazy kernel, the lazy chain (one for all segments: its
     coordinates are brought up to date at kept draws and once at the end)."""
