@@ -14,11 +14,13 @@ class SamplingDivergedError(FloatingPointError, ValueError):
 
 
 class ClusterError(RuntimeError):
-    """A chain task the dask cluster could not complete.
+    """A task the dask cluster could not complete.
 
     Raised by ``fit`` under ``joblib.parallel_config(backend="dask")`` when
     dask gives up on a chain's task (its workers died
     ``distributed.scheduler.allowed-failures`` times) or the cluster lost its
-    data; the fit is abandoned.  Its message names the chains, the phase and
-    what to change.  A subclass of :class:`RuntimeError`.
+    data, and by ``fit`` on a dask array when dask gives up on a task of a
+    pass over the array's blocks; the fit is abandoned.  Its message names
+    what failed (the chains and the phase, or the pass) and what to change.
+    A subclass of :class:`RuntimeError`.
     """

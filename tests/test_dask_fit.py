@@ -15,6 +15,7 @@ da = pytest.importorskip("dask.array")
 
 from skbayes_sg import (SGMCMCLogisticRegression, SGMCMCNegativeBinomialRegressor,  # noqa: E402
                         SGMCMCPoissonRegressor, SGMCMCRidge)
+from _dask_watch import killer, local_client, when_a_task_runs  # noqa: E402
 from skbayes_sg.diagnostics import ess  # noqa: E402
 
 # the tests' arrays come from numpy on the client (a real one reads its blocks from disk)
@@ -23,12 +24,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Sending large graph")
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
-    client = distributed.Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
+    yield from local_client()
 
 
 def _logistic_rows(n=40_000, d=4, seed=0):
@@ -197,37 +193,10 @@ def test_fit_on_dask_refuses_what_it_cannot_keep_exact(client):
         SGMCMCLogisticRegression().fit(Xd[Xd[:, 0] > 0], yd[Xd[:, 0] > 0])
 
 
-def _kill(client, address):
-    import os
-
-    def die():
-        os._exit(1)
-    try:
-        client.run(die, workers=[address])
-    except Exception:       # it died before it answered
-        pass
-
-
-def _when_a_pass_runs(client, action, timeout=60.0):
-    """In a thread: as soon as a task of a Newton pass (``_block_terms``) is
-    on a worker, call ``action(address)`` once; ``hits`` lists the addresses."""
-    import threading
-    import time
-
-    def watch():
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            for address, keys in client.processing().items():
-                if any("_block_terms" in str(k) for k in keys):
-                    watch.hits.append(address)
-                    action(address)
-                    return
-            time.sleep(0.005)
-
-    watch.hits = []
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread, watch.hits
+def _when_a_pass_runs(client, action):
+    """As soon as a task of a Newton pass (``_block_terms``) is on a worker,
+    ``action(address)`` once (in a thread)."""
+    return when_a_task_runs(client, "_block_terms", action)
 
 
 def test_a_worker_killed_in_a_pass_is_replaced_and_the_draws_are_unchanged(client):
@@ -235,7 +204,7 @@ def test_a_worker_killed_in_a_pass_is_replaced_and_the_draws_are_unchanged(clien
     Xd, yd = da.from_array(X, chunks=(10_000, 4)), da.from_array(y, chunks=10_000)
     params = dict(n_samples=200, n_warmup=200, random_state=0)
     undisturbed = SGMCMCLogisticRegression(**params).fit(Xd, yd)
-    watcher, hits = _when_a_pass_runs(client, lambda a: _kill(client, a))
+    watcher, hits = _when_a_pass_runs(client, killer(client))
     est = SGMCMCLogisticRegression(**params).fit(Xd, yd)
     watcher.join(1.0)
     client.wait_for_workers(2, timeout=60)      # the nanny restarts the worker
@@ -258,7 +227,7 @@ def test_a_pass_dask_gives_up_on_raises_a_clear_error(client):
     Xd, yd = da.from_array(X, chunks=(10_000, 4)), da.from_array(y, chunks=10_000)
     old = client.run_on_scheduler(set_allowed_failures, 0)   # give up at the first death
     try:
-        watcher, hits = _when_a_pass_runs(client, lambda a: _kill(client, a))
+        watcher, hits = _when_a_pass_runs(client, killer(client))
         with pytest.raises(ClusterError, match="ran on workers that died.*allowed-failures"):
             SGMCMCLogisticRegression(n_samples=200, n_warmup=200, random_state=0).fit(Xd, yd)
         watcher.join(1.0)

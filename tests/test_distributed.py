@@ -15,19 +15,13 @@ import scipy.sparse as sp
 distributed = pytest.importorskip("distributed")
 from joblib import parallel_config  # noqa: E402
 
+from _dask_watch import killer, local_client, when_a_task_runs  # noqa: E402
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def client():
-    # two single-threaded worker processes: a cluster in miniature on 2 cores
-    # (start-up takes a few seconds: the workers are spawned interpreters)
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
-    client = distributed.Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
+    yield from local_client()
 
 
 def _data(sparse=False, n=400, d=5, seed=0):
@@ -132,41 +126,10 @@ def _long_fit_data():
     return X, y, dict(n_samples=3000, n_warmup=100, n_chains=2, random_state=0)
 
 
-def _when_a_chain_runs(client, action, timeout=60.0):
-    """In a thread: as soon as a chain's sampling task is processing on a
-    worker (its key names the phase), call ``action(address)`` once; the
-    thread's ``hits`` lists the addresses."""
-    import threading
-    import time
-
-    def watch():
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            for address, keys in client.processing().items():
-                if any("run_chain-sampling" in str(k) for k in keys):
-                    watch.hits.append(address)
-                    action(address)
-                    return
-            time.sleep(0.02)
-
-    watch.hits = []
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread, watch.hits
-
-
-def _kill(client):
-    import os
-
-    def die():
-        os._exit(1)
-
-    def kill(address):
-        try:
-            client.run(die, workers=[address])
-        except Exception:       # the worker died before it answered
-            pass
-    return kill
+def _when_a_chain_runs(client, action):
+    """As soon as a chain's sampling task is processing on a worker (its key
+    names the phase), ``action(address)`` once (in a thread)."""
+    return when_a_task_runs(client, "run_chain-sampling", action)
 
 
 def _fit_with_deadline(est, X, y, timeout=60.0):
@@ -192,7 +155,7 @@ def _fit_with_deadline(est, X, y, timeout=60.0):
 def test_a_worker_killed_mid_fit_is_retried_and_the_draws_are_unchanged(client):
     X, y, params = _long_fit_data()
     serial = SGMCMCLogisticRegression(n_jobs=1, **params).fit(X, y)
-    watcher, hits = _when_a_chain_runs(client, _kill(client))
+    watcher, hits = _when_a_chain_runs(client, killer(client))
     est = SGMCMCLogisticRegression(**params)
     finished, error = _fit_with_deadline(est, X, y)
     watcher.join(1.0)
@@ -215,7 +178,7 @@ def test_a_chain_dask_gives_up_on_raises_a_clear_error(client):
     # dask gives up on a task at its first lost worker (KilledWorker)
     old = client.run_on_scheduler(set_allowed_failures, 0)
     try:
-        watcher, hits = _when_a_chain_runs(client, _kill(client))
+        watcher, hits = _when_a_chain_runs(client, killer(client))
         finished, error = _fit_with_deadline(SGMCMCLogisticRegression(**params), X, y)
         watcher.join(1.0)
     finally:
