@@ -6,7 +6,7 @@ the curvature there, the control variate's sum) and its sampling reads a
 number of rows that does not grow with n (Baker et al. 2019).  On a dask
 array the two parts go where they belong:
 
-1. **One pass gathers a pool** of ``n_chains x chain_rows`` rows drawn
+1. **One pass gathers a pool** of ``POOL_ROWS`` rows drawn
    uniformly with replacement from all n rows (per block: a multinomial
    count, then indices within the block; one task per block returns only
    its drawn rows).  The pool is put in random order, so that any run of
@@ -21,13 +21,16 @@ array the two parts go where they belong:
    control variate anchored at that mode, whose sum is the whole data's
    gradient (:meth:`FitContext.adopt_population`), each row weighted
    ``n / pool size`` (times its ``sample_weight``), and each chain reading
-   its own slice of the pool in order, each row once (cyclic access from
-   ``c * chain_rows``).  Each minibatch is then an i.i.d. uniform draw from
+   the pool in order from its own starting row (cyclic access from
+   ``c * pool size / n_chains``), each row at most once.  Each minibatch of
+   a chain is then an i.i.d. uniform draw from
    all n rows and the estimate ``A + (n / b) sum_j [grad U_j(theta) -
    grad U_j(theta_hat)]`` is the in-memory estimator's, in law: the chains
-   sample the posterior of all n rows, not of the pool.  A chain that would
-   read past its slice would reuse rows; the fit checks every chain's count
-   and, where one did, draws a larger pool and samples again.  The pool
+   sample the posterior of all n rows, not of the pool.  The chains share
+   the pool's rows at different times, as in memory they share the data
+   set; what would break the law is a chain reading a row twice (a chain
+   that read more rows than the pool holds), so the fit checks every
+   chain's count and, where one did, draws a larger pool and samples again.  The pool
    also gives the Newton start and the automatic settings (batch size,
    step, metric): tuning read from the rows, as an in-memory fit's is.
 
@@ -56,10 +59,11 @@ from ._sampling._row_algebra import (MAX_DENSE_LAPLACE, MAX_NEWTON_ITER, MODE_TO
 
 __all__ = ["Population", "fit_on_dask"]
 
-#: rows each chain may read in the first pool (a default logistic fit of 20
-#: features at n = 1e6 reads about 2.8e5 per chain with the first-order
-#: control); a pool that proves short grows by POOL_GROWTH over the need
-POOL_ROWS_PER_CHAIN = 300_000
+#: rows of the first pool, the most each chain may read (a default logistic
+#: fit of 20 features reads about 2.6e5 per chain with the first-order
+#: control, at any n); a pool that proves short grows by POOL_GROWTH over
+#: the need
+POOL_ROWS = 300_000
 POOL_GROWTH = 1.5
 #: pools drawn at most before the fit gives up (each a pass and a sampling)
 MAX_POOLS = 3
@@ -81,7 +85,7 @@ class Population:
         ``sum_i w_i grad U_i(mode)`` over every row.
     n_rows : int
     chain_rows : int
-        The rows of the pool each chain reads (its slice).
+        Chain ``c`` starts reading the pool at row ``c * chain_rows``.
     """
 
     mode: np.ndarray
@@ -358,15 +362,16 @@ def _class_index(y, classes):
     return np.searchsorted(classes, y).astype(np.float64)
 
 
-def _fit_pool(work, data, population, pool, chain_rows):
-    """Sample on ``pool`` (``(X, y, w)``, ``chain_rows`` per chain); returns
-    the rows each chain read."""
+def _fit_pool(work, data, population, pool):
+    """Sample on ``pool`` (``(X, y, w)``), chain ``c`` reading from row
+    ``c * size / n_chains``; returns the rows each chain read."""
     X, y, w = pool
     size = len(y)
     y = y if is_classifier(work) else work._encode_targets(y)
     work._validate_X_y(X, y, reset=True)
     weights = np.full(size, data.n / size) * (1.0 if w is None else w)
-    work._fit_encoded(X, y, weights, False, replace(population, chain_rows=chain_rows))
+    work._fit_encoded(X, y, weights, False,
+                      replace(population, chain_rows=size // work.n_chains))
     return (work.n_passes_ - work.n_setup_passes_) * size / work.n_chains
 
 
@@ -390,31 +395,32 @@ def fit_on_dask(est, X, y, sample_weight=None):
     work = clone(est).set_params(subsampling=DASK_SUBSAMPLINGS[est.subsampling],
                                  access="cyclic", warm_start=False, random_state=seed)
     passes = _encode_blocks(work, data) + _resolve_from_gram(work, data)
-    chain_rows = POOL_ROWS_PER_CHAIN
-    pool = data.draw_pool(chain_rows * work.n_chains, rng)
+    size = POOL_ROWS
+    pool = data.draw_pool(size, rng)
     theta, ctx = _pool_mode(work, *pool, data.n)
     if theta.size > MAX_DENSE_LAPLACE:
         raise ValueError(f"{theta.size} coefficients: a fit on a dask array keeps a dense "
                          f"Hessian (up to {MAX_DENSE_LAPLACE}); compute X into memory.")
-    population, newton = population_mode(data, ctx.glm, float(ctx.alpha),
-                                         bool(work.fit_intercept), theta,
+    glm, alpha = ctx.glm, float(ctx.alpha)
+    del ctx                   # its per-row caches: the client keeps the pool only
+    population, newton = population_mode(data, glm, alpha, bool(work.fit_intercept), theta,
                                          float(work.temperature))
     passes += 1 + newton
     spent = 0                 # row evaluations of samplings on pools that proved short
     for attempt in range(MAX_POOLS):
         if attempt:
-            pool = data.draw_pool(chain_rows * work.n_chains, rng)
+            pool = data.draw_pool(size, rng)
             passes += 1
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            read = _fit_pool(work, data, population, pool, chain_rows)
-        if read <= chain_rows:
+            read = _fit_pool(work, data, population, pool)
+        if read <= size:
             break
         spent += work.n_grad_evals_
-        chain_rows = int(np.ceil(POOL_GROWTH * read))
+        size = int(np.ceil(POOL_GROWTH * read))
     else:
         raise RuntimeError(f"the chains read {read:.0f} rows each, more than the "
-                           f"{chain_rows} drawn for each in {MAX_POOLS} pools")
+                           f"{len(pool[1])} rows of the last of {MAX_POOLS} pools")
     for w in caught:          # the kept fit's warnings, under the caller's filters
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     _adopt_results(est, work, data, passes, read, len(pool[1]), spent)
