@@ -23,16 +23,16 @@ array the two parts go where they belong:
    ``n / pool size`` (times its ``sample_weight``), and each chain reading
    the pool in order from its own starting row (cyclic access from
    ``c * pool size / n_chains``), each row at most once.  Each minibatch of
-   a chain is then an i.i.d. uniform draw from
-   all n rows and the estimate ``A + (n / b) sum_j [grad U_j(theta) -
-   grad U_j(theta_hat)]`` is the in-memory estimator's, in law: the chains
-   sample the posterior of all n rows, not of the pool.  The chains share
-   the pool's rows at different times, as in memory they share the data
-   set; what would break the law is a chain reading a row twice (a chain
-   that read more rows than the pool holds), so the fit checks every
-   chain's count and, where one did, draws a larger pool and samples again.  The pool
-   also gives the Newton start and the automatic settings (batch size,
-   step, metric): tuning read from the rows, as an in-memory fit's is.
+   a chain is then an i.i.d. uniform draw from all n rows and the estimate
+   ``A + (n / b) sum_j [grad U_j(theta) - grad U_j(theta_hat)]`` is the
+   in-memory estimator's, in law: each chain samples the posterior of all
+   n rows, not of the pool.  The chains share the pool's rows at different
+   times, as in memory they share the data set; what would break the law
+   is a chain reading a row twice (reading more rows than the pool holds),
+   so the fit counts every chain's rows and, where one read too many,
+   draws a larger pool and samples again.  The pool also gives the Newton
+   start and the automatic settings (batch size, step, metric): tuning
+   read from the rows, as an in-memory fit's is.
 
 The client holds the pool, the draws and d x d sums, never ``X``.
 """
@@ -52,10 +52,10 @@ except ImportError:                     # pragma: no cover
     def distributed_client():
         raise ValueError("no distributed client")
 from ._sampling._context import FitContext
-from .exceptions import ClusterError
 from ._sampling._glm import linear_predictor, model_spec
 from ._sampling._row_algebra import (MAX_DENSE_LAPLACE, MAX_NEWTON_ITER, MODE_TOL_SD,
                                      dense_gram_blocks)
+from .exceptions import ClusterError
 
 __all__ = ["Population", "fit_on_dask"]
 

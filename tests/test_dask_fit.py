@@ -2,8 +2,9 @@
 two worker processes.
 
 The set-up runs as passes on the workers (a pool of rows drawn ahead, the
-classes, Newton's method); the chains sample on the pool, each reading its
-own slice once, with the control variate's sum taken from the whole data.
+classes, Newton's method); the chains sample on the pool, each reading it
+from its own starting row, each row at most once, with the control
+variate's sum taken from the whole data.
 The draws are checked against an in-memory fit of the same rows with a
 tolerance from both fits' effective sample sizes.
 """
