@@ -196,9 +196,10 @@ class DaskRows:
         if self.X._meta is not None and sp.issparse(self.X._meta):
             parts = dask.compute(*tasks)
             order = np.argsort(np.concatenate(slots))
-            return (sp.vstack([p[0] for p in parts], format="csr")[order],
-                    np.concatenate([p[1] for p in parts])[order],
-                    None if self.w is None else np.concatenate([p[2] for p in parts])[order])
+            return _finite((sp.vstack([p[0] for p in parts], format="csr")[order],
+                            np.concatenate([p[1] for p in parts])[order],
+                            None if self.w is None else
+                            np.concatenate([p[2] for p in parts])[order]))
         X = np.empty((size, self.X.shape[1]), dtype=self.X.dtype)
         y = np.empty(size, dtype=np.float64)
         w = None if self.w is None else np.empty(size, dtype=np.float64)
@@ -207,7 +208,18 @@ class DaskRows:
             y[slots[k]] = y_part
             if w is not None:
                 w[slots[k]] = w_part
-        return X, y, w
+        return _finite((X, y, w))
+
+
+def _finite(pool):
+    """The pool, refused if a drawn row holds NaN or infinity (a row not
+    drawn that does is found by the Newton passes)."""
+    X, y, w = pool
+    values = X.data if sp.issparse(X) else X
+    if not (np.all(np.isfinite(values)) and np.all(np.isfinite(y))):
+        raise ValueError("X or y hold NaN or infinity (found among the rows drawn for the "
+                         "pool); clean the rows before fit.")
+    return pool
 
 
 def _arriving(tasks):

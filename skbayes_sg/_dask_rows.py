@@ -103,7 +103,9 @@ def sample_rows(estimator, X, n_draws, random_state):
     worker computes which block."""
     from sklearn.utils import check_random_state
 
-    if hasattr(X, "to_dask_array"):
+    names = None
+    if hasattr(X, "to_dask_array"):                  # a dask DataFrame
+        names = list(X.columns)
         X = X.to_dask_array(lengths=True)
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-d dask array of rows; got {X.ndim} dimension(s).")
@@ -114,6 +116,9 @@ def sample_rows(estimator, X, n_draws, random_state):
     seeds = rng.randint(np.iinfo(np.int32).max, size=X.numblocks[0])
 
     def block(rows, block_info=None):
+        if names is not None:           # the blocks keep the DataFrame's column names
+            import pandas as pd
+            rows = pd.DataFrame(rows, columns=names)
         rows = estimator._validate_X_predict(rows)
         seed = seeds[block_info[0]["chunk-location"][0]] if block_info else 0
         return estimator._sample_y_rows(rows, pick, np.random.RandomState(seed))

@@ -188,6 +188,10 @@ def test_fit_on_dask_refuses_what_it_cannot_keep_exact(client):
     with pytest.raises(ValueError, match="sample_weight contains NaN"):
         SGMCMCLogisticRegression().fit(Xd, yd, sample_weight=da.full(2_000, np.nan,
                                                                       chunks=500))
+    X_nan = X.copy()
+    X_nan[7, 1] = np.nan                  # drawn into the pool (2,000 rows, pool 300,000)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        SGMCMCLogisticRegression().fit(da.from_array(X_nan, chunks=(500, 4)), yd)
     with pytest.raises(ValueError, match="y must"):
         SGMCMCPoissonRegressor().fit(Xd, da.from_array(-np.ones(2_000), chunks=500))
     with pytest.raises(ValueError, match="unknown size"):
