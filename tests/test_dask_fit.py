@@ -77,6 +77,20 @@ def test_logistic_on_dask_samples_the_whole_data_posterior(client):
     np.testing.assert_allclose(proba.compute(), est.predict_proba(X))
 
 
+def test_a_pool_too_small_for_the_chains_is_drawn_again_larger(client, monkeypatch):
+    from skbayes_sg import _dask_fit
+
+    X, y = _logistic_rows(n=40_000)
+    Xd, yd = da.from_array(X, chunks=(5_000, 4)), da.from_array(y, chunks=5_000)
+    monkeypatch.setattr(_dask_fit, "POOL_ROWS", 20_000)       # chains read ~2e5 each
+    est = SGMCMCLogisticRegression(random_state=1).fit(Xd, yd)
+    # the first pool was given up: the kept one holds every chain's rows
+    assert est.pool_size_ > 20_000
+    assert est.n_sampling_rows_ / est.n_chains <= est.pool_size_
+    ref = SGMCMCLogisticRegression(random_state=0).fit(X, y)
+    _agree(ref, est)
+
+
 def test_sparse_blocks_are_fitted_in_csr(client):
     import dask
     import scipy.sparse as sp
