@@ -52,7 +52,7 @@ except ImportError:                     # pragma: no cover
     def distributed_client():
         raise ValueError("no distributed client")
 from ._sampling._context import FitContext
-from ._sampling._glm import linear_predictor, model_spec
+from ._sampling._glm import GLM, NEGATIVE_BINOMIAL, linear_predictor, model_spec
 from ._sampling._row_algebra import (MAX_DENSE_LAPLACE, MAX_NEWTON_ITER, MODE_TOL_SD,
                                      dense_gram_blocks)
 from .exceptions import ClusterError
@@ -297,12 +297,13 @@ def _refuse_unsupported(est):
     if getattr(est, "class_weight", None) is not None:
         raise ValueError("class_weight is not available on a dask array yet; pass the "
                          "weights as sample_weight (a dask array of one weight per row).")
-    # ridge finds alpha and noise_var from sums over the rows; other models'
-    # settings estimated from the data need the rows in memory
-    in_memory = ("shape",) if hasattr(est, "_hyperparameters_from_gram") else (
-        "alpha", "noise_var", "shape")
-    for name in in_memory:
-        if isinstance(getattr(est, name, None), str):
+    # found by passes on the cluster: ridge's alpha and noise_var (sums over
+    # the rows), the negative binomial's shape (Newton passes); logistic
+    # regression's alpha="auto" needs the rows in memory
+    on_cluster = {"shape"} | ({"alpha", "noise_var"}
+                              if hasattr(est, "_hyperparameters_from_gram") else set())
+    for name in ("alpha", "noise_var", "shape"):
+        if name not in on_cluster and isinstance(getattr(est, name, None), str):
             raise ValueError(
                 f"{name}={getattr(est, name)!r} is estimated from the data in memory; on a "
                 f"dask array pass a number for {name}.")
@@ -359,6 +360,52 @@ def _resolve_from_gram(work, data):
     return 1
 
 
+def _resolve_shape(work, data, pool):
+    """The negative binomial's ``shape="auto"`` by passes on the cluster
+    (:func:`~.linear_model._negative_binomial.search_shape`, from the
+    pool's shape), set on ``work``.  Returns ``(passes, the mode at the
+    shape or None)``."""
+    if getattr(work, "shape", None) != "auto":
+        return 0, None
+    from .linear_model._negative_binomial import _estimate_shape, search_shape
+    X, y, w = pool
+    y = work._encode_targets(y)
+    weights = np.full(len(y), data.n / len(y)) * (1.0 if w is None else w)
+    alpha, fit_intercept = float(work.alpha), bool(work.fit_intercept)
+
+    def at_shape(shape):
+        return FitContext(X, y, GLM(NEGATIVE_BINOMIAL, 1, (shape,)), alpha, fit_intercept,
+                          1, weights)
+
+    shape, _ = _estimate_shape(at_shape(1.0))
+    passes = [0]
+
+    def mode_at(shape, theta):
+        start = at_shape(shape).mode() if theta is None else theta
+        population, k = population_mode(data, GLM(NEGATIVE_BINOMIAL, 1, (shape,)), alpha,
+                                        fit_intercept, start, float(work.temperature))
+        passes[0] += k
+        return population.mode
+
+    def terms_at(theta, log_r):
+        tasks = [dask.delayed(_block_shape_terms)(Xb, yb, wb, theta, fit_intercept, log_r)
+                 for Xb, yb, wb in data.blocks()]
+        parts = dict(_arriving(tasks))
+        return sum(parts[k] for k in range(len(tasks)))
+
+    shape, theta, k = search_shape(mode_at, terms_at, shape, None)
+    work.set_params(shape=shape)
+    return passes[0] + k, theta
+
+
+def _block_shape_terms(X, y, w, theta, fit_intercept, log_r):
+    """One block's :func:`~.linear_model._negative_binomial.shape_terms`."""
+    from .linear_model._negative_binomial import shape_terms
+    mu = np.exp(linear_predictor(X, theta.reshape(1, -1), fit_intercept)[:, 0])
+    return shape_terms(np.asarray(y, dtype=np.float64), mu, log_r,
+                       None if w is None else np.asarray(w, dtype=np.float64))
+
+
 def _block_gram(X, y, w, fit_intercept):
     """``X_a^T W X_a``, ``X_a^T W y``, ``y^T W y``, ``sum w``, ``sum w y`` of a block."""
     Xa = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
@@ -409,7 +456,9 @@ def fit_on_dask(est, X, y, sample_weight=None):
     passes = _encode_blocks(work, data) + _resolve_from_gram(work, data)
     size = POOL_ROWS
     pool = data.draw_pool(size, rng)
+    shape_passes, theta_at_shape = _resolve_shape(work, data, pool)
     theta, ctx = _pool_mode(work, *pool, data.n)
+    theta = theta if theta_at_shape is None else theta_at_shape
     if theta.size > MAX_DENSE_LAPLACE:
         raise ValueError(f"{theta.size} coefficients: a fit on a dask array keeps a dense "
                          f"Hessian (up to {MAX_DENSE_LAPLACE}); compute X into memory.")
@@ -417,7 +466,7 @@ def fit_on_dask(est, X, y, sample_weight=None):
     del ctx                   # its per-row caches: the client keeps the pool only
     population, newton = population_mode(data, glm, alpha, bool(work.fit_intercept), theta,
                                          float(work.temperature))
-    passes += 1 + newton
+    passes += 1 + shape_passes + newton
     spent = 0                 # row evaluations of samplings on pools that proved short
     for attempt in range(MAX_POOLS):
         if attempt:

@@ -173,6 +173,20 @@ def test_ridge_on_dask_at_its_defaults_is_the_exact_posterior(client):
     assert np.all(np.abs(flat.std(axis=0) / sd - 1.0) < 4.0 * np.sqrt(0.5 / n_eff))
 
 
+def test_negative_binomial_on_dask_finds_the_in_memory_shape(client):
+    rng = np.random.default_rng(4)
+    n = 30_000
+    X = rng.normal(size=(n, 3))
+    mu = np.exp(0.5 + X @ np.array([0.4, -0.3, 0.2]))
+    y = rng.negative_binomial(2.5, 2.5 / (2.5 + mu))
+    ref = SGMCMCNegativeBinomialRegressor(random_state=0).fit(X, y)
+    est = SGMCMCNegativeBinomialRegressor(random_state=1).fit(
+        da.from_array(X, chunks=(6_000, 3)), da.from_array(y, chunks=6_000))
+    # both searches stop when the shape moves less than SHAPE_RTOL = 1e-3
+    np.testing.assert_allclose(est.shape_, ref.shape_, rtol=2e-3)
+    _agree(ref, est)
+
+
 def test_sample_y_on_dask_is_lazy_reproducible_and_centred(client):
     rng = np.random.default_rng(7)
     X = rng.normal(size=(3_000, 2))
@@ -197,8 +211,8 @@ def test_fit_on_dask_refuses_what_it_cannot_keep_exact(client):
     Xd, yd = da.from_array(X, chunks=(500, 4)), da.from_array(y, chunks=500)
     with pytest.raises(ValueError, match="subsampling='full' is not available on a dask"):
         SGMCMCLogisticRegression(subsampling="full").fit(Xd, yd)
-    with pytest.raises(ValueError, match="pass a number for shape"):
-        SGMCMCNegativeBinomialRegressor().fit(Xd, yd)
+    with pytest.raises(ValueError, match="pass a number for alpha"):
+        SGMCMCLogisticRegression(alpha="auto").fit(Xd, yd)
     with pytest.raises(ValueError, match="sample_weight contains NaN"):
         SGMCMCLogisticRegression().fit(Xd, yd, sample_weight=da.full(2_000, np.nan,
                                                                       chunks=500))
