@@ -55,6 +55,7 @@ from ._sampling._context import FitContext
 from ._sampling._glm import GLM, NEGATIVE_BINOMIAL, linear_predictor, model_spec
 from ._sampling._row_algebra import (MAX_DENSE_LAPLACE, MAX_NEWTON_ITER, MODE_TOL_SD,
                                      dense_gram_blocks)
+from ._sampling._shape_search import estimate_shape, search_shape, shape_terms
 from .exceptions import ClusterError
 
 __all__ = ["Population", "fit_on_dask"]
@@ -362,12 +363,11 @@ def _resolve_from_gram(work, data):
 
 def _resolve_shape(work, data, pool):
     """The negative binomial's ``shape="auto"`` by passes on the cluster
-    (:func:`~.linear_model._negative_binomial.search_shape`, from the
+    (:func:`~._sampling._shape_search.search_shape`, from the
     pool's shape), set on ``work``.  Returns ``(passes, the mode at the
     shape or None)``."""
     if getattr(work, "shape", None) != "auto":
         return 0, None
-    from .linear_model._negative_binomial import _estimate_shape, search_shape
     X, y, w = pool
     y = work._encode_targets(y)
     weights = np.full(len(y), data.n / len(y)) * (1.0 if w is None else w)
@@ -377,7 +377,7 @@ def _resolve_shape(work, data, pool):
         return FitContext(X, y, GLM(NEGATIVE_BINOMIAL, 1, (shape,)), alpha, fit_intercept,
                           1, weights)
 
-    shape, _ = _estimate_shape(at_shape(1.0))
+    shape, _ = estimate_shape(at_shape(1.0))
     passes = [0]
 
     def mode_at(shape, theta):
@@ -399,8 +399,7 @@ def _resolve_shape(work, data, pool):
 
 
 def _block_shape_terms(X, y, w, theta, fit_intercept, log_r):
-    """One block's :func:`~.linear_model._negative_binomial.shape_terms`."""
-    from .linear_model._negative_binomial import shape_terms
+    """One block's :func:`~._sampling._shape_search.shape_terms`."""
     mu = np.exp(linear_predictor(X, theta.reshape(1, -1), fit_intercept)[:, 0])
     return shape_terms(np.asarray(y, dtype=np.float64), mu, log_r,
                        None if w is None else np.asarray(w, dtype=np.float64))
