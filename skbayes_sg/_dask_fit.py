@@ -479,8 +479,10 @@ def fit_on_dask(est, X, y, sample_weight=None):
         spent += work.n_grad_evals_
         size = int(np.ceil(POOL_GROWTH * read))
     else:
-        raise RuntimeError(f"the chains read {read:.0f} rows each, more than the "
-                           f"{len(pool[1])} rows of the last of {MAX_POOLS} pools")
+        raise RuntimeError(
+            f"The chains read {read:.0f} rows each, more than the {len(pool[1])} rows of the "
+            f"last of {MAX_POOLS} pools drawn for them (a chain must not read a row twice). "
+            "Bound the sampling with n_samples or max_passes, or fit on rows in memory.")
     for w in caught:          # the kept fit's warnings, under the caller's filters
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     _adopt_results(est, work, data, passes, read, len(pool[1]), spent)
