@@ -51,6 +51,7 @@ try:                                    # the distributed scheduler is optional
 except ImportError:                     # pragma: no cover
     def distributed_client():
         raise ValueError("no distributed client")
+from ._dask_rows import whole_rows
 from ._sampling._context import FitContext
 from ._sampling._glm import GLM, NEGATIVE_BINOMIAL, linear_predictor, model_spec
 from ._sampling._row_algebra import (MAX_DENSE_LAPLACE, MAX_NEWTON_ITER, MODE_TOL_SD,
@@ -127,15 +128,8 @@ class DaskRows:
     blocks (whole rows in each block), with their sizes known."""
 
     def __init__(self, X, y, sample_weight):
-        self.feature_names = None
-        if hasattr(X, "columns"):                 # a dask DataFrame
-            self.feature_names = np.asarray(X.columns, dtype=object)
-            X = X.to_dask_array(lengths=True)
-        if not isinstance(X, da.Array):
-            raise TypeError("with a dask y or sample_weight, pass X as a dask array or "
-                            "DataFrame too (its row blocks decide the tasks).")
-        if X.ndim != 2:
-            raise ValueError(f"X must be a 2-d dask array of rows; got {X.ndim} dimension(s).")
+        X, names = whole_rows(X)
+        self.feature_names = None if names is None else np.asarray(names, dtype=object)
         if any(np.isnan(c) for c in X.chunks[0]):
             raise ValueError("X has row blocks of unknown size; call X.compute_chunk_sizes() "
                              "(or DataFrame.to_dask_array(lengths=True)) before fit.")
@@ -143,7 +137,7 @@ class DaskRows:
             raise ValueError(f"X must hold numbers; got dtype {X.dtype}.")
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
-        self.X = X.rechunk({1: -1}) if X.numblocks[1] > 1 else X
+        self.X = X
         self.y = self._rows_like(y, "y")
         self.w = None if sample_weight is None else self._rows_like(sample_weight,
                                                                    "sample_weight")

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_dask_array", "is_dask_collection", "rowwise", "sample_rows"]
+__all__ = ["is_dask_array", "is_dask_collection", "rowwise", "sample_rows", "whole_rows"]
 
 
 def is_dask_collection(X):
@@ -29,6 +29,25 @@ def is_dask_array(X):
     """Whether ``X`` is a ``dask.array.Array`` (without importing dask)."""
     da = sys.modules.get("dask.array")
     return da is not None and isinstance(X, da.Array)
+
+
+def whole_rows(X):
+    """``(X as a 2-d dask array whose blocks hold whole rows, its column
+    names or None)``: a dask DataFrame becomes its array (row counts
+    computed) and keeps its names; blocks split over columns are joined
+    (each task needs whole rows)."""
+    names = None
+    if hasattr(X, "to_dask_array"):                  # a dask DataFrame
+        names = list(X.columns)
+        X = X.to_dask_array(lengths=True)
+    if not is_dask_array(X):
+        raise TypeError(f"X must be a dask array or DataFrame whose row blocks decide the "
+                        f"tasks (with a dask y or sample_weight too); got {type(X).__name__}.")
+    if X.ndim != 2:
+        raise ValueError(f"X must be a 2-d dask array of rows; got {X.ndim} dimension(s).")
+    if X.numblocks[1] > 1:
+        X = X.rechunk({1: -1})
+    return X, names
 
 
 def _probe(method, n_features):
@@ -69,16 +88,9 @@ def rowwise(method):
     """
     @functools.wraps(method)
     def wrapper(self, X, *args, **kwargs):
-        names = None
-        if is_dask_collection(X) and hasattr(X, "to_dask_array"):   # a dask DataFrame
-            names = list(X.columns)
-            X = X.to_dask_array(lengths=True)
-        if not is_dask_array(X):
+        if not is_dask_collection(X):
             return method(self, X, *args, **kwargs)
-        if X.ndim != 2:
-            raise ValueError(f"X must be a 2-d dask array of rows; got {X.ndim} dimension(s).")
-        if X.numblocks[1] > 1:      # each task needs whole rows
-            X = X.rechunk({1: -1})
+        X, names = whole_rows(X)
 
         def on_rows(rows):
             if names is not None:           # the blocks keep the DataFrame's column names
@@ -103,14 +115,7 @@ def sample_rows(estimator, X, n_draws, random_state):
     worker computes which block."""
     from sklearn.utils import check_random_state
 
-    names = None
-    if hasattr(X, "to_dask_array"):                  # a dask DataFrame
-        names = list(X.columns)
-        X = X.to_dask_array(lengths=True)
-    if X.ndim != 2:
-        raise ValueError(f"X must be a 2-d dask array of rows; got {X.ndim} dimension(s).")
-    if X.numblocks[1] > 1:
-        X = X.rechunk({1: -1})
+    X, names = whole_rows(X)
     rng = check_random_state(random_state)
     pick = None if n_draws is None else rng.randint(estimator._n_draws(), size=n_draws)
     seeds = rng.randint(np.iinfo(np.int32).max, size=X.numblocks[0])

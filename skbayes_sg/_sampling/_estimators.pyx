@@ -706,8 +706,8 @@ cdef class GLMEstimator(GradientEstimator):
         return self.access == ACCESS_CYCLIC
 
     def start_at(self, Py_ssize_t row):
-        """Begin cyclic reads at ``row`` (each chain its own slice of a pool of
-        rows drawn ahead, :mod:`skbayes_sg._dask_fit`)."""
+        """Begin cyclic reads at ``row`` (each chain at its own row of a pool
+        of rows drawn ahead, :mod:`skbayes_sg._dask_fit`)."""
         if self.access != ACCESS_CYCLIC or not 0 <= row < self.P.n:
             raise ValueError("start_at needs cyclic access and a row in [0, n)")
         self.cursor = row

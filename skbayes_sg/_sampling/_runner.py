@@ -139,7 +139,7 @@ class ChainSpec:
     verbose: int = 0
     sample_weight: object = None      # (n,) datum weights w_i, or None (all 1)
     lazy: bool = False                # lazy O(nnz) steps where the chain allows them
-    chain_rows: int = 0               # > 0: chain c reads rows from c * chain_rows on (cyclic)
+    chain_rows: int = 0               # > 0: chain c starts its cyclic reads at row c * chain_rows
 
 
 @dataclass
@@ -467,8 +467,8 @@ def run_chain(X, y, spec, state, n_steps, thin=1, keep=True, adapt=None, chain_i
 def _build_chain(X, y, spec, state, chain_id=0):
     """A chain's kernels from its spec and saved state: its random stream,
     parameters, problem, gradient estimator (its tables restored; on a pool
-    of rows drawn ahead, ``spec.chain_rows``, its first read at chain
-    ``chain_id``'s slice), dynamics
+    of rows drawn ahead, ``spec.chain_rows``, its first read at row
+    ``chain_id * chain_rows``), dynamics
     (its auxiliary state restored, or drawn), oracle and, for sparse rows
     with a lazy kernel, the lazy chain (one for all segments: its
     coordinates are brought up to date at kept draws and once at the end)."""
@@ -482,7 +482,7 @@ def _build_chain(X, y, spec, state, chain_id=0):
     if state.get("estimator") is not None and hasattr(estimator, "set_state"):
         estimator.set_state(state["estimator"])  # tables, snapshot, schedule, cursor
     elif spec.chain_rows:
-        # a pool of rows drawn ahead: each chain reads its own slice once
+        # a pool of rows drawn ahead, shared: each chain starts at its own row
         estimator.start_at(chain_id * spec.chain_rows)
     dynamics = SAMPLERS[spec.sampler].build(problem.dim, spec.sampler_config,
                                             state.get("dynamics"), generator)

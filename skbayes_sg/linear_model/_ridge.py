@@ -309,10 +309,7 @@ def evidence_from_gram(gram, xty, yty, weight_sum, y_sum, alpha=None, noise_var=
     floor = 1e-12 * (max(yty / weight_sum - mean * mean, 0.0) + 1.0)
     if alpha is not None and noise_var is not None:
         return float(noise_var), float(alpha)
-    lam, V = np.linalg.eigh(gram)
-    lam = np.clip(lam, 0.0, None)
-    b = V.T @ xty
-    q = np.where(lam > 0, b * b / np.where(lam > 0, lam, 1.0), 0.0)
+    lam, q = _gram_spectrum(gram, xty)
     sigma2, alpha, _ = _spectral_evidence(lam, q, np.array([np.sqrt(yty)]), weight_sum,
                                           alpha, noise_var, floor)
     return sigma2, alpha
@@ -413,6 +410,13 @@ def _spectrum(X, y, fit_intercept, dual, sqrt_w=None):
             Xc = Xc * sqrt_w[start:start + 4096, None]
         G += Xc.T @ Xc
         c += Xc.T @ y[start:start + 4096]
+    return _gram_spectrum(G, c)
+
+
+def _gram_spectrum(G, c):
+    """``lambda`` (nonnegative eigenvalues of the Gram ``G = X_a^T X_a``) and
+    ``q_i = (v_i^T c)^2 / lambda_i`` with ``c = X_a^T y``: the primal
+    :func:`_spectrum` from its sums (also :func:`evidence_from_gram`'s)."""
     lam, V = np.linalg.eigh(G)
     lam = np.clip(lam, 0.0, None)
     b = V.T @ c
