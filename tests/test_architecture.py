@@ -232,6 +232,57 @@ def test_templates_are_rendered_by_the_build_and_never_committed():
             assert str(rendered.relative_to(PACKAGE.parent)) in ignored
 
 
+#: where each dynamics' update law is written (the moves), and the kernels
+#: that advance a chain's coordinates: the eager loops and the fused sweeps
+LAW_FILE = PACKAGE / "_sampling" / "laws.h.tp"
+EAGER_KERNELS = ("_sampling/_dynamics.pyx", "_sampling/flat_dynamics_kernel.h.tp")
+#: a chain's coordinate written: position, momentum or velocity, pSGLD's
+#: accumulator, a Metropolis proposal (the fused sweeps' th, pp, rr, v)
+_STATE_WRITE = re.compile(r"^\s*(?:self\.)?(theta|momentum|velocity|V|proposal|th|pp|rr|v)"
+                          r"\[j\]\s*([-+*/]?=)\s*(.*)$")
+
+
+def _law_names():
+    names = re.findall(r"static inline [^(]*?\bskb_(\w+?)_(?:\{\{SUF\}\}|f64)\s*\(",
+                       LAW_FILE.read_text())
+    assert {"langevin_move", "sghmc_move", "uld_move", "kick", "ou_move"} <= set(names)
+    return set(names)
+
+
+def test_each_update_law_is_written_once():
+    """The moves are defined in ``laws.h.tp`` only; the eager loops and the
+    fused sweeps write a coordinate only through a move (or scale a fresh
+    draw); the lazy kernel reads no step coefficient a move carries (it
+    reads its one-step maps off the moves, ``_laws.one_step_law``)."""
+    names = _law_names()
+    defined = re.compile(r"(?:cdef\s+inline|static\s+inline|cdef|cpdef|def)\s[^(=]*?\b(?:skb_)?(%s)"
+                         r"(?:_f32|_f64|_\{\{SUF\}\})?\s*\(" % "|".join(sorted(names)))
+    for path in [*PACKAGE.rglob("*.pyx"), *PACKAGE.rglob("*.pxd"), *PACKAGE.rglob("*.tp")]:
+        if path != LAW_FILE:
+            found = defined.findall(path.read_text())
+            assert not found, f"{path.name} defines a move of laws.h.tp again: {found}"
+    call = re.compile(r"(?:skb_)?(%s)(?:_\{\{SUF\}\})?\(" % "|".join(sorted(names)))
+    for rel in EAGER_KERNELS:
+        for line in (PACKAGE / rel).read_text().split("\n"):
+            match = _STATE_WRITE.match(line)
+            if match is None:
+                continue
+            op, rhs = match.group(2), match.group(3).strip()
+            assert call.match(rhs) or (op == "*=" and re.fullmatch(r"\w+", rhs)), (
+                f"{rel} writes a coordinate's update by hand (call its move in laws.h.tp): "
+                f"{line.strip()}")
+    lazy = (PACKAGE / "_sampling" / "_lazy.pyx").read_text()
+    assert set(re.findall(r"\bq\.law\.(\w+)", lazy)) <= {"kind", "h", "kappa", "s"}
+
+
+def test_the_law_rule_sees_a_hand_written_update(tmp_path):
+    """The state-write rule flags a step written outside the moves."""
+    line = "            theta[j] += -c * self.grad[j] + s * self.noise[j]"
+    match = _STATE_WRITE.match(line)
+    assert match is not None and match.group(2) == "+="
+    assert not re.match(r"(?:skb_)?(%s)\(" % "|".join(_law_names()), match.group(3))
+
+
 def _private_reads(path):
     """``(line, text)`` of every ``obj._name`` in ``path`` whose object is
     not ``self``, ``cls`` or an imported module: another object's private

@@ -3,12 +3,12 @@
 
 ``cdef inline`` so that the kernels may recompute them inside a ``nogil``
 loop (dual averaging adapts the step there); ``_coefficients.pyx`` has a
-``def`` twin of each, which the error model and the network engine call.
-The eager steps (``_dynamics.pyx``), the lazy ones (``_lazy.pyx``), the
-error model (``samplers/*.py``) and the torch steps
-(``neural_network/_net_dynamics.py``) take their coefficients from here;
-ULD's exact Ornstein-Uhlenbeck step has its own
-(``_dynamics.uld_coefficients``, already shared the same way).
+``def`` twin of each, which the network engine calls.  The dynamics'
+``set_step`` puts them in its ``LawCoefficients`` (``_laws.pxd``), which
+its moves (``laws.h.tp``) read in every kernel; the torch steps
+(``neural_network/_net_dynamics.py``) take theirs from the twins.  ULD's
+exact Ornstein-Uhlenbeck step has its own (``_dynamics.uld_coefficients``,
+shared the same way).
 """
 from libc.math cimport exp, expm1, sqrt
 

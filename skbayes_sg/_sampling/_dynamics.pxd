@@ -18,6 +18,7 @@ from numpy.random cimport bitgen_t
 
 from ._oracle cimport GradientOracle
 from ._dual_averaging cimport DualAveragingState
+from ._laws cimport LawCoefficients
 
 cdef enum EwsgX:
     # choices of EWSG's whitened increment x (EWSG paper, Fig. 1c)
@@ -30,9 +31,11 @@ cdef enum EwsgX:
 cdef class Dynamics:
     cdef intp dim
     cdef int ewsg_width             # whitened components per coordinate (1, or 2 for ULD)
-    cdef double step_size          # h
     cdef double temperature        # T
-    cdef double kappa              # reference precision of the Gaussian part (0: none)
+    # the step's law coefficients (_laws.pxd): h, kappa (the reference
+    # precision of the Gaussian part, 0: none) and each dynamics' own; the
+    # step size lives here only (law.h)
+    cdef LawCoefficients law
     cdef double[::1] grad          # scratch: g_hat
     cdef double[::1] noise         # scratch: xi
     # Metropolis correction (exact gradients) and dual-averaging step adaptation
@@ -54,8 +57,7 @@ cdef class Dynamics:
 
 
 cdef class SGLD(Dynamics):
-    cdef double c_grad             # gradient coefficient (h, or (1 - e^{-kappa h}) / kappa)
-    cdef double c_noise            # noise scale
+    # law.c, law.s: the gradient coefficient (h, or (1 - e^{-kappa h}) / kappa), noise scale
     cdef double[::1] proposal
     cdef double[::1] grad2
 
@@ -73,14 +75,14 @@ cdef class MomentumDynamics(Dynamics):
 
 
 cdef class SGHMC(MomentumDynamics):
-    cdef double friction           # gamma
+    pass                            # law.gamma: the friction; law.s its noise
 
 
 cdef class SGHMCLeapfrog(Dynamics):
     cdef int n_leapfrog             # K (0: from the trajectory length)
     cdef double trajectory          # trajectory length in time units (n_leapfrog = 0)
     cdef double jitter              # the length is drawn from [1 - jitter, 1 + jitter] x trajectory
-    cdef double rot_c, rot_s        # cos / sin of the reference rotation over one step
+    # law.rot_c, law.rot_s: cos / sin of the reference rotation over one step
     cdef double[::1] momentum       # p (redrawn each outer step)
     cdef double[::1] start          # the trajectory's start (Metropolis)
 
@@ -88,21 +90,15 @@ cdef class SGHMCLeapfrog(Dynamics):
 
 
 cdef class ULD(Dynamics):
-    cdef double friction            # gamma
+    # law.gamma: the friction; law.e_*, f_*, l_*: the exact step of the
+    # linear SDE with the remainder frozen (_laws.uld_move)
     cdef double inv_mass            # u
     cdef double[::1] velocity       # v
-    # exact step of the linear SDE with the remainder frozen:
-    # x' = e_xx x + e_xv v - f_x r + noise_x,  v' = e_vx x + e_vv v - f_v r + noise_v
-    cdef double e_xx, e_xv, e_vx, e_vv
-    cdef double f_x, f_v
-    cdef double l_vv, l_xv, l_xx    # Cholesky of the (v, x) noise covariance
     cdef double[::1] noise2
 
 
 cdef class BAOAB(MomentumDynamics):
-    cdef double friction            # gamma
-    cdef double rot_c, rot_s        # cos / sin of the reference rotation over h/2
-    cdef double o_decay, o_noise    # O step: p <- o_decay p + o_noise xi
+    # law.gamma, law.rot_c / rot_s (the reference rotation over h/2), law.o_decay / o_noise
 
     cdef void _kick(self, const double* theta, const double* g, double t) noexcept nogil
 

@@ -20,6 +20,10 @@ from libc.math cimport cos, exp, expm1, isfinite, sin, sqrt
 from libc.string cimport memcpy
 
 from ._coefficients cimport friction_noise, langevin_coefficients, ou_coefficients
+from ._laws cimport (LAW_BAOAB, LAW_SGHMC, LAW_SGLD, LAW_ULD, Law, drift, kick, langevin_move,
+                     noise_factor, one_step_law as law_one_step,
+                     ou_move, pair_move, psgld_move, sghmc_move, sgnht_move,
+                     uld_move)
 from ._dual_averaging cimport (dual_averaging_final, dual_averaging_start,
                                dual_averaging_update)
 from numpy.random cimport bitgen_t
@@ -41,18 +45,10 @@ cdef inline double _accept_prob(double log_ratio) noexcept nogil:
 
 cdef inline void _rotate(double* z, double* p, intp n, double c, double s, double omega,
                          double t) noexcept nogil:
-    """Exact flow of H = omega^2 |z|^2 / 2 + |p|^2 / 2 over time t
-    (c = cos(omega t), s = sin(omega t)); omega = 0: the free drift z += t p."""
+    """The law's drift (exact flow of the reference Gaussian over t) of every coordinate."""
     cdef intp j
-    cdef double zj
-    if omega == 0.0:
-        for j in range(n):
-            z[j] += t * p[j]
-        return
     for j in range(n):
-        zj = z[j]
-        z[j] = c * zj + (s / omega) * p[j]
-        p[j] = -omega * s * zj + c * p[j]
+        drift(&z[j], &p[j], c, s, omega, t)
 
 
 cdef class Dynamics:
@@ -87,7 +83,9 @@ cdef class Dynamics:
         self.dim = dim
         self.ewsg_width = 1
         self.temperature = temperature
-        self.kappa = reference_precision
+        self.law.kind = -1 if self.law_kind is None else self.law_kind
+        self.law.kappa = reference_precision
+        self.law.omega = sqrt(reference_precision)
         self.grad = np.zeros(dim)
         self.noise = np.zeros(dim)
         self.cache_grad = np.zeros(dim)
@@ -109,7 +107,7 @@ cdef class Dynamics:
         pass
 
     cdef void set_step(self, double h) noexcept nogil:
-        self.step_size = h
+        self.law.h = h
 
     cdef void record_accept(self, double accept_prob) noexcept nogil:
         """Acceptance statistics and, while adapting, one dual-averaging update
@@ -121,6 +119,9 @@ cdef class Dynamics:
 
     # ------------------------------------------------------------ python side
     supports_metropolis = False
+    #: its kind in ``_laws.LawKind`` where the lazy kernel and the error
+    #: model read its one-step law (:func:`one_step_law`), else None
+    law_kind = None
     has_momentum = False
 
     def start_adaptation(self, double target_accept=0.8, max_step=None):
@@ -128,7 +129,7 @@ cdef class Dynamics:
         if not self.metropolis:
             raise ValueError("step adaptation needs the Metropolis correction")
         self.adapting = True
-        dual_averaging_start(&self.da, self.step_size, target_accept,
+        dual_averaging_start(&self.da, self.law.h, target_accept,
                              self.da.max_step if max_step is None else max_step)
 
     def finish_adaptation(self):
@@ -137,7 +138,7 @@ cdef class Dynamics:
         if self.adapting and self.da.t > 0:
             self.set_step(dual_averaging_final(&self.da))
         self.adapting = False
-        return self.step_size
+        return self.law.h
 
     def reset_acceptance(self):
         self.n_proposed = 0
@@ -163,7 +164,7 @@ cdef class Dynamics:
         self.cache_valid = False
 
     def _base_state(self):
-        return {"step_size": np.array([self.step_size]),
+        return {"step_size": np.array([self.law.h]),
                 "cache": np.array(self.cache_grad),
                 "cache_scalars": np.array([self.cache_potential, float(self.cache_valid)]),
                 "adapt": np.array([float(self.adapting), self.da.target_accept,
@@ -211,11 +212,11 @@ cdef class Dynamics:
 
     @property
     def step_size(self):
-        return self.step_size
+        return self.law.h
 
     @property
     def reference_precision(self):
-        return self.kappa
+        return self.law.kappa
 
     @property
     def metropolis(self):
@@ -244,32 +245,33 @@ cdef class SGLD(Dynamics):
         Dynamics.__init__(self, dim, step_size, temperature, reference_precision, metropolis)
 
     supports_metropolis = True
+    law_kind = LAW_SGLD
 
     @property
     def coefficients(self):
         """``(c, s)`` of the step at the current step size."""
-        return self.c_grad, self.c_noise
+        return self.law.c, self.law.s
 
     cdef void set_step(self, double h) noexcept nogil:
-        self.step_size = h
-        langevin_coefficients(h, self.kappa, self.temperature, &self.c_grad, &self.c_noise)
+        self.law.h = h
+        langevin_coefficients(h, self.law.kappa, self.temperature, &self.law.c, &self.law.s)
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
-        cdef double c = self.c_grad, s = self.c_noise
+        cdef double c = self.law.c, s = self.law.s
         cdef double u1, fwd = 0.0, back = 0.0, v, a
         if not self.metropolis:
             oracle.gradient(theta, &self.grad[0])
             random_standard_normal_fill(rng, self.dim, &self.noise[0])
             for j in range(self.dim):
-                theta[j] += -c * self.grad[j] + s * self.noise[j]
+                theta[j] = langevin_move(theta[j], self.grad[j], self.noise[j], c, s)
             return
         if not self.cache_valid:
             self.cache_potential = oracle.gradient_potential(theta, &self.cache_grad[0])
             self.cache_valid = True
         random_standard_normal_fill(rng, self.dim, &self.noise[0])
         for j in range(self.dim):
-            self.proposal[j] = theta[j] - c * self.cache_grad[j] + s * self.noise[j]
+            self.proposal[j] = langevin_move(theta[j], self.cache_grad[j], self.noise[j], c, s)
             fwd += self.noise[j] * self.noise[j]
         u1 = oracle.gradient_potential(&self.proposal[0], &self.grad2[0])
         for j in range(self.dim):
@@ -287,7 +289,7 @@ cdef class SGLD(Dynamics):
                              int x_mode) noexcept nogil:
         # c/s; x = 0 (assume z_{k+1} = z_k: the gradient-free mean is z itself)
         cdef intp j
-        cdef double w = self.c_grad / self.c_noise
+        cdef double w = self.law.c / self.law.s
         for j in range(self.dim):
             scale[j] = w
             shift[j] = 0.0
@@ -326,15 +328,12 @@ cdef class PSGLD(Dynamics):
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
-        cdef double h = self.step_size
-        cdef double gbar, G
+        cdef double h = self.law.h
         oracle.gradient(theta, &self.grad[0])
         random_standard_normal_fill(rng, self.dim, &self.noise[0])
         for j in range(self.dim):
-            gbar = self.grad[j] / self.n_data
-            self.V[j] = self.decay * self.V[j] + (1.0 - self.decay) * gbar * gbar
-            G = 1.0 / (self.eps + sqrt(self.V[j]))
-            theta[j] += -h * G * self.grad[j] + sqrt(2.0 * h * self.temperature * G) * self.noise[j]
+            psgld_move(&theta[j], &self.V[j], self.grad[j], self.noise[j], h, self.temperature,
+                       self.decay, self.eps, self.n_data)
 
     cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
                              int x_mode) noexcept nogil:
@@ -343,7 +342,7 @@ cdef class PSGLD(Dynamics):
         cdef double G
         for j in range(self.dim):
             G = 1.0 / (self.eps + sqrt(self.V[j]))
-            scale[j] = sqrt(self.step_size * G / (2.0 * self.temperature))
+            scale[j] = sqrt(self.law.h * G / (2.0 * self.temperature))
             shift[j] = 0.0
 
     def get_state(self):
@@ -394,24 +393,25 @@ cdef class SGHMC(MomentumDynamics):
 
     def __init__(self, Py_ssize_t dim, double step_size, double temperature=1.0,
                  double friction=1.0, r0=None, double reference_precision=0.0):
-        Dynamics.__init__(self, dim, step_size, temperature, reference_precision)
         if not friction > 0:
             raise ValueError("friction must be > 0")
-        self.friction = friction
+        self.law.gamma = friction
+        Dynamics.__init__(self, dim, step_size, temperature, reference_precision)
         self._set_momentum(r0, dim)
+
+    law_kind = LAW_SGHMC
+
+    cdef void set_step(self, double h) noexcept nogil:
+        self.law.h = h
+        self.law.s = friction_noise(self.law.gamma, self.temperature, h)
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
-        cdef double h = self.step_size
-        cdef double g = self.friction
-        cdef double s = friction_noise(g, self.temperature, h)
-        cdef double r
         oracle.gradient(theta, &self.grad[0])
         random_standard_normal_fill(rng, self.dim, &self.noise[0])
         for j in range(self.dim):
-            r = self.momentum[j]
-            theta[j] += h * r
-            self.momentum[j] = r - h * (self.grad[j] + g * r) + s * self.noise[j]
+            sghmc_move(&theta[j], &self.momentum[j], self.grad[j], self.noise[j], self.law.h,
+                       self.law.gamma, self.law.s)
 
     cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
                              int x_mode) noexcept nogil:
@@ -420,14 +420,14 @@ cdef class SGHMC(MomentumDynamics):
         #   AUTO (r_{k+1} = r_k):      x = sqrt(h) gamma r_k / sigma
         #   MOMENTUM_STOP (r_{k+1}=0): x = (h gamma - 1) r_k / (sigma sqrt(h))
         cdef intp j
-        cdef double h = self.step_size
-        cdef double sigma = sqrt(2.0 * self.friction * self.temperature)
+        cdef double h = self.law.h
+        cdef double sigma = sqrt(2.0 * self.law.gamma * self.temperature)
         cdef double w = sqrt(h) / sigma
         cdef double xs
         if x_mode == EWSG_X_MOMENTUM_STOP:
-            xs = (h * self.friction - 1.0) / (sigma * sqrt(h))
+            xs = (h * self.law.gamma - 1.0) / (sigma * sqrt(h))
         else:
-            xs = sqrt(h) * self.friction / sigma
+            xs = sqrt(h) * self.law.gamma / sigma
         for j in range(self.dim):
             scale[j] = w
             shift[j] = xs * self.momentum[j]
@@ -478,25 +478,25 @@ cdef class SGHMCLeapfrog(Dynamics):
     supports_metropolis = True
 
     cdef void set_step(self, double h) noexcept nogil:
-        cdef double omega = sqrt(self.kappa)
-        self.step_size = h
-        self.rot_c = cos(omega * h)
-        self.rot_s = sin(omega * h)
+        cdef double omega = sqrt(self.law.kappa)
+        self.law.h = h
+        self.law.rot_c = cos(omega * h)
+        self.law.rot_s = sin(omega * h)
 
     cdef void _kick(self, const double* theta, double t) noexcept nogil:
         cdef intp j
-        cdef double k = self.kappa
+        cdef double k = self.law.kappa
         for j in range(self.dim):
-            self.momentum[j] -= t * (self.grad[j] - k * theta[j])
+            self.momentum[j] = kick(self.momentum[j], self.grad[j] - k * theta[j], t)
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
         cdef int l, K = self.n_leapfrog
-        cdef double h = self.step_size
+        cdef double h = self.law.h
         cdef double sT = sqrt(self.temperature)
-        cdef double omega = sqrt(self.kappa)
+        cdef double omega = sqrt(self.law.kappa)
         cdef double u0 = 0.0, u1 = 0.0, kin0 = 0.0, kin1 = 0.0, a
-        cdef double rot_c = self.rot_c, rot_s = self.rot_s
+        cdef double rot_c = self.law.rot_c, rot_s = self.law.rot_s
         if K == 0:
             # a jittered trajectory length, covered exactly: K steps of
             # length / K <= h (a rotation by just past or short of a quarter
@@ -551,13 +551,13 @@ cdef class SGHMCLeapfrog(Dynamics):
         # x = (q - gradient-free mean) / ((s/omega) sqrt(T)) (0 when kappa = 0).
         # Exact for K = 1; the same whitening is used for every kick when K > 1.
         cdef intp j
-        cdef double h = self.step_size
+        cdef double h = self.law.h
         cdef double w = h / (2.0 * sqrt(self.temperature))
-        cdef double omega = sqrt(self.kappa)
-        cdef double reach = self.rot_s / omega if omega > 0 else h
+        cdef double omega = sqrt(self.law.kappa)
+        cdef double reach = self.law.rot_s / omega if omega > 0 else h
         cdef double xs = 0.0
         if omega > 0:
-            xs = (1.0 - self.rot_c - reach * 0.5 * h * self.kappa) / (reach * sqrt(self.temperature))
+            xs = (1.0 - self.law.rot_c - reach * 0.5 * h * self.law.kappa) / (reach * sqrt(self.temperature))
         for j in range(self.dim):
             scale[j] = w
             shift[j] = xs * theta[j]
@@ -571,7 +571,7 @@ cdef class SGHMCLeapfrog(Dynamics):
     def gradients_per_step(self):
         cdef double K = self.n_leapfrog
         if K == 0:
-            K = min(np.ceil(self.trajectory / self.step_size), MAX_LEAPFROG)
+            K = min(np.ceil(self.trajectory / self.law.h), MAX_LEAPFROG)
         return K if self.metropolis else K + 1.0
 
 
@@ -612,35 +612,30 @@ cdef class ULD(Dynamics):
         if not friction > 0 or not inv_mass > 0:
             raise ValueError("friction and inv_mass must be > 0")
         self.ewsg_width = 2
-        self.friction = friction
+        self.law.gamma = friction
         self.inv_mass = inv_mass
         self.velocity = np.zeros(dim) if v0 is None else np.array(v0, dtype=np.float64)
         self.noise2 = np.zeros(dim)
         self._set_coefficients()
 
+    law_kind = LAW_ULD
+
     def _set_coefficients(self):
         """The exact step's coefficients at the current ``step_size`` (they
         depend on it: a step changed without them would integrate another h)."""
-        coef = uld_coefficients(self.step_size, self.friction, self.inv_mass,
-                                self.temperature, self.kappa)
-        (self.e_xx, self.e_xv, self.e_vx, self.e_vv, self.f_x, self.f_v,
-         self.l_vv, self.l_xv, self.l_xx) = coef
+        coef = uld_coefficients(self.law.h, self.law.gamma, self.inv_mass,
+                                self.temperature, self.law.kappa)
+        (self.law.e_xx, self.law.e_xv, self.law.e_vx, self.law.e_vv, self.law.f_x, self.law.f_v,
+         self.law.l_vv, self.law.l_xv, self.law.l_xx) = coef
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
-        cdef double x, v, r, xi1, xi2
         oracle.gradient(theta, &self.grad[0])
         random_standard_normal_fill(rng, self.dim, &self.noise[0])
         random_standard_normal_fill(rng, self.dim, &self.noise2[0])
         for j in range(self.dim):
-            x = theta[j]
-            v = self.velocity[j]
-            r = self.grad[j] - self.kappa * x
-            xi1 = self.noise[j]
-            xi2 = self.noise2[j]
-            theta[j] = (self.e_xx * x + self.e_xv * v - self.f_x * r
-                        + self.l_xv * xi1 + self.l_xx * xi2)
-            self.velocity[j] = self.e_vx * x + self.e_vv * v - self.f_v * r + self.l_vv * xi1
+            uld_move(&theta[j], &self.velocity[j], self.grad[j] - self.law.kappa * theta[j],
+                     self.noise[j], self.noise2[j], &self.law)
 
     cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
                              int x_mode) noexcept nogil:
@@ -650,14 +645,14 @@ cdef class ULD(Dynamics):
         # x (auto): v' = v (the momentum analogue of r_{k+1} = r_k) and x' at its
         # gradient-free mean; MOMENTUM_STOP: v' = 0.
         cdef intp j
-        cdef double av = self.f_v / self.l_vv
-        cdef double ax = (self.f_x - self.l_xv * av) / self.l_xx if self.l_xx > 0 else 0.0
+        cdef double av = self.law.f_v / self.law.l_vv
+        cdef double ax = (self.law.f_x - self.law.l_xv * av) / self.law.l_xx if self.law.l_xx > 0 else 0.0
         cdef double xv_coef, xx_coef, target, mean_v
         for j in range(self.dim):
             target = 0.0 if x_mode == EWSG_X_MOMENTUM_STOP else self.velocity[j]
-            mean_v = (self.e_vx + self.f_v * self.kappa) * theta[j] + self.e_vv * self.velocity[j]
-            xv_coef = (target - mean_v) / self.l_vv
-            xx_coef = -self.l_xv * xv_coef / self.l_xx if self.l_xx > 0 else 0.0
+            mean_v = (self.law.e_vx + self.law.f_v * self.law.kappa) * theta[j] + self.law.e_vv * self.velocity[j]
+            xv_coef = (target - mean_v) / self.law.l_vv
+            xx_coef = -self.law.l_xv * xv_coef / self.law.l_xx if self.law.l_xx > 0 else 0.0
             scale[j] = av
             shift[j] = xv_coef
             scale[self.dim + j] = ax
@@ -746,41 +741,44 @@ cdef class BAOAB(MomentumDynamics):
                  double friction=1.0, p0=None, double reference_precision=0.0):
         if not friction > 0:
             raise ValueError("friction must be > 0")
-        self.friction = friction
+        self.law.gamma = friction
         self._set_momentum(p0, dim)
         Dynamics.__init__(self, dim, step_size, temperature, reference_precision)
+
+    law_kind = LAW_BAOAB
 
     @property
     def o_step(self):
         """``(decay, noise)`` of the O step at the current step size."""
-        return self.o_decay, self.o_noise
+        return self.law.o_decay, self.law.o_noise
 
     cdef void set_step(self, double h) noexcept nogil:
-        cdef double omega = sqrt(self.kappa)
-        self.step_size = h
-        self.rot_c = cos(0.5 * omega * h)
-        self.rot_s = sin(0.5 * omega * h)
-        ou_coefficients(self.friction, h, self.temperature, &self.o_decay, &self.o_noise)
+        cdef double omega = sqrt(self.law.kappa)
+        self.law.h = h
+        self.law.rot_c = cos(0.5 * omega * h)
+        self.law.rot_s = sin(0.5 * omega * h)
+        ou_coefficients(self.law.gamma, h, self.temperature, &self.law.o_decay, &self.law.o_noise)
 
     cdef void _kick(self, const double* theta, const double* g, double t) noexcept nogil:
         cdef intp j
-        cdef double k = self.kappa
+        cdef double k = self.law.kappa
         for j in range(self.dim):
-            self.momentum[j] -= t * (g[j] - k * theta[j])
+            self.momentum[j] = kick(self.momentum[j], g[j] - k * theta[j], t)
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
-        cdef double h = self.step_size
-        cdef double omega = sqrt(self.kappa)
+        cdef double h = self.law.h
+        cdef double omega = sqrt(self.law.kappa)
         if not self.cache_valid:
             oracle.gradient(theta, &self.cache_grad[0])
             self.cache_valid = True
         self._kick(theta, &self.cache_grad[0], 0.5 * h)
-        _rotate(theta, &self.momentum[0], self.dim, self.rot_c, self.rot_s, omega, 0.5 * h)
+        _rotate(theta, &self.momentum[0], self.dim, self.law.rot_c, self.law.rot_s, omega, 0.5 * h)
         random_standard_normal_fill(rng, self.dim, &self.noise[0])
         for j in range(self.dim):
-            self.momentum[j] = self.o_decay * self.momentum[j] + self.o_noise * self.noise[j]
-        _rotate(theta, &self.momentum[0], self.dim, self.rot_c, self.rot_s, omega, 0.5 * h)
+            self.momentum[j] = ou_move(self.momentum[j], self.noise[j], self.law.o_decay,
+                                       self.law.o_noise)
+        _rotate(theta, &self.momentum[0], self.dim, self.law.rot_c, self.law.rot_s, omega, 0.5 * h)
         oracle.gradient(theta, &self.cache_grad[0])
         self._kick(theta, &self.cache_grad[0], 0.5 * h)
 
@@ -793,15 +791,15 @@ cdef class BAOAB(MomentumDynamics):
         # and x = (target - gradient-free mean) / sigma with target p (auto:
         # r_{k+1} = r_k) or 0 (momentum-stop).
         cdef intp j
-        cdef double h = self.step_size
-        cdef double omega = sqrt(self.kappa)
-        cdef double d = self.o_decay, c = self.rot_c, s = self.rot_s
-        cdef double sig = self.o_noise
+        cdef double h = self.law.h
+        cdef double omega = sqrt(self.law.kappa)
+        cdef double d = self.law.o_decay, c = self.law.rot_c, s = self.law.rot_s
+        cdef double sig = self.law.o_noise
         cdef double w = d * c * h / sig
         cdef double target, mean
         for j in range(self.dim):
             target = 0.0 if x_mode == EWSG_X_MOMENTUM_STOP else self.momentum[j]
-            mean = d * ((-omega * s + c * h * self.kappa) * theta[j] + c * self.momentum[j])
+            mean = d * ((-omega * s + c * h * self.law.kappa) * theta[j] + c * self.momentum[j])
             scale[j] = w
             shift[j] = (target - mean) / sig
 
@@ -840,16 +838,14 @@ cdef class SGNHT(MomentumDynamics):
 
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
-        cdef double h = self.step_size
+        cdef double h = self.law.h
         cdef double s = friction_noise(self.diffusion, self.temperature, h)
         cdef double keep = 1.0 - h * self.thermostat
         cdef double p, kinetic = 0.0
         oracle.gradient(theta, &self.grad[0])
         random_standard_normal_fill(rng, self.dim, &self.noise[0])
         for j in range(self.dim):
-            p = keep * self.momentum[j] - h * self.grad[j] + s * self.noise[j]
-            self.momentum[j] = p
-            theta[j] += h * p
+            p = sgnht_move(&theta[j], &self.momentum[j], self.grad[j], self.noise[j], h, keep, s)
             kinetic += p * p
         self.thermostat += h * (kinetic / self.dim - self.temperature)
 
@@ -859,7 +855,7 @@ cdef class SGNHT(MomentumDynamics):
         #   AUTO (p_{k+1} = p_k):      x = h xi p_k / s
         #   MOMENTUM_STOP (p_{k+1}=0): x = (h xi - 1) p_k / s
         cdef intp j
-        cdef double h = self.step_size
+        cdef double h = self.law.h
         cdef double s = friction_noise(self.diffusion, self.temperature, h)
         cdef double xs
         if x_mode == EWSG_X_MOMENTUM_STOP:
@@ -882,3 +878,60 @@ cdef class SGNHT(MomentumDynamics):
         MomentumDynamics.set_state(self, state)
         if "thermostat" in state:
             self.thermostat = float(state["thermostat"][0])
+
+
+def one_step_law(Dynamics dynamics, double a=1.0, double beta=1.0, bint partial=False):
+    """The one-step law of a coordinate of ``dynamics`` whose gradient is
+    ``a z + beta``, read off its compiled move (``_laws.one_step_law``): the
+    ``def`` twin the error model and the tests call.
+
+    Returns
+    -------
+    M : ndarray of shape (2, 2) or (1, 1)
+        The state map (SGLD: of z alone; the others: of (z, r)).
+    u : ndarray of shape (2,) or (1,)
+        The mean's shift.
+    noise : ndarray of shape (2, 2) or (1, 1)
+        A factor of the step's noise covariance (``noise @ noise.T``), the
+        step's Gaussian draws in its columns.
+    """
+    cdef Law L
+    cdef double N[4]
+    cdef double c = dynamics.law.c, s = dynamics.law.s
+    if dynamics.law_kind is None:
+        raise ValueError("%s has no per-coordinate one-step law" % type(dynamics).__name__)
+    if dynamics.law.kind == LAW_SGLD:
+        # z' = z - c (a z + beta) + s xi
+        return (np.array([[langevin_move(1.0, a, 0.0, c, s)]]),
+                np.array([langevin_move(0.0, beta, 0.0, c, s)]),
+                np.array([[langevin_move(0.0, 0.0, 1.0, c, s)]]))
+    law_one_step(&dynamics.law, a, beta, partial, &L)
+    noise_factor(&dynamics.law, a, partial, N)
+    return (np.array([[L.M[0], L.M[1]], [L.M[2], L.M[3]]]), np.array([L.u[0], L.u[1]]),
+            np.array([[N[0], N[1]], [N[2], N[3]]]))
+
+
+def law_move(Dynamics dynamics, z, r, g, xi1, xi2=None, bint partial=False):
+    """The compiled law's move of every coordinate (the ``def`` twin the
+    network's torch steps are tested against): position ``z``, momentum or
+    velocity ``r`` (ignored by SGLD), the gradient ``g`` at ``z`` (the whole
+    of it, as ``beta``), the step's
+    draws ``xi1`` (and ``xi2``, ULD's second); BAOAB with ``partial`` is its
+    B A O A.  Returns the new ``(z, r)``."""
+    cdef double[::1] zv = np.array(z, dtype=np.float64)
+    cdef double[::1] rv = np.array(z if r is None else r, dtype=np.float64)
+    cdef const double[::1] gv = np.ascontiguousarray(g, dtype=np.float64)
+    cdef const double[::1] x1 = np.ascontiguousarray(xi1, dtype=np.float64)
+    cdef const double[::1] x2 = np.ascontiguousarray(np.zeros_like(xi1) if xi2 is None else xi2,
+                                                     dtype=np.float64)
+    cdef intp j
+    # the move's gradient is a z + beta (ULD's and BAOAB's remainder (a - kappa) z + beta)
+    cdef double a = 0.0 if dynamics.law.kind == LAW_SGHMC else dynamics.law.kappa
+    if dynamics.law_kind is None:
+        raise ValueError("%s has no per-coordinate law" % type(dynamics).__name__)
+    for j in range(zv.shape[0]):
+        if dynamics.law.kind == LAW_SGLD:
+            zv[j] = langevin_move(zv[j], gv[j], x1[j], dynamics.law.c, dynamics.law.s)
+        else:
+            pair_move(&dynamics.law, &zv[j], &rv[j], a, gv[j], x1[j], x2[j], partial)
+    return np.asarray(zv), (None if dynamics.law.kind == LAW_SGLD else np.asarray(rv))

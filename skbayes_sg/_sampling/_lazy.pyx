@@ -45,7 +45,8 @@ from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_interval, random_standard_uniform
 
 from ._chain import _segment_end, check_segment
-from ._coefficients cimport friction_noise
+from ._laws cimport (LAW_BAOAB, LAW_SGHMC, LAW_SGLD, LAW_ULD, Law, LawCoefficients, kick,
+                     langevin_move, one_step_law, pair_move, uld_move)
 from ._dataset cimport RowStore, CSR, SKB_PREFETCH, row_prefetch
 from ._dynamics cimport BAOAB, SGHMC, SGLD, ULD, Dynamics
 from ._chain cimport SegmentBounds
@@ -64,12 +65,6 @@ from libc.stdint cimport uint64_t
 # ``LAZY_SUBSAMPLINGS``; ``"uniform"`` with ``access="random"``);
 # :func:`lazy_supported` checks the built objects, and tests/test_lazy.py
 # checks that the two agree.
-
-cdef enum LazyKind:
-    LAZY_SGLD = 0
-    LAZY_SGHMC = 1
-    LAZY_ULD = 2
-    LAZY_BAOAB = 3
 
 #: below this ``a`` an SGLD touch takes its own noise (deferring it divides by a)
 cdef double A_DEFER = 0.25
@@ -136,13 +131,10 @@ cdef struct Coord:
 
 
 cdef struct Dyn:
-    # the constants of one chain's dynamics, in the metric's coordinates
-    int kind
-    double h, gamma, kappa, s, sm
-    # ULD's exact step: (z, v) <- E (z, v) - (f_x, f_v) g + L xi
-    double e_xx, e_xv, e_vx, e_vv, f_x, f_v, l_vv, l_xv, l_xx
-    # BAOAB: the drift A over h/2 (a rotation when kappa > 0) and the O step
-    double rot_c, rot_s, omega, o_decay, o_noise
+    # one chain's dynamics: its law's coefficients (the chain's own, copied
+    # once per run) and the metric's gradient scale sm
+    LawCoefficients law
+    double sm
     # where every coordinate has the same untouched curvature (an identity
     # metric): the k-step laws for k <= table_len, LAW_WIDTH numbers each
     # (M, the mean's response to beta = 1, the noise's Cholesky factor), then
@@ -152,13 +144,6 @@ cdef struct Dyn:
     long long table_stride          # numbers a class's tables take
     int n_classes
     const double* class_a           # each class's untouched curvature (with the tables)
-
-
-cdef struct Law:
-    # x -> M x + u + N(0, C): M row-major, C as (c00, c01, c11)
-    double M[4]
-    double u[2]
-    double C[3]
 
 
 #: numbers a tabulated k-step law takes: M (4), mean per unit beta (2), Cholesky (3)
@@ -302,43 +287,6 @@ cdef inline void _law_set(Law* L, double m00, double m01, double m10, double m11
     L.C[0], L.C[1], L.C[2] = c00, c01, c11
 
 
-cdef inline void _baoab_drift(const Dyn* q, Law* L) noexcept nogil:
-    # A over h/2: the exact flow of the reference Gaussian (a free drift when kappa = 0)
-    if q.omega == 0.0:
-        _law_set(L, 1.0, 0.5 * q.h, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    else:
-        _law_set(L, q.rot_c, q.rot_s / q.omega, -q.omega * q.rot_s, q.rot_c,
-                 0.0, 0.0, 0.0, 0.0, 0.0)
-
-
-cdef inline void _step_law(const Dyn* q, double a, double beta, bint partial,
-                           Law* L) noexcept nogil:
-    """One untouched step of a pair (untouched gradient ``a z + beta``); for
-    BAOAB with ``partial`` only B A O A (the state where the closing kick's
-    gradient is taken)."""
-    cdef Law N
-    cdef double ae = a - q.kappa, t = 0.5 * q.h
-    if q.kind == LAZY_SGHMC:
-        _law_set(L, 1.0, q.h, -q.h * a, 1.0 - q.h * q.gamma, 0.0, -q.h * beta,
-                 0.0, 0.0, q.s * q.s)
-    elif q.kind == LAZY_ULD:
-        _law_set(L, q.e_xx - q.f_x * ae, q.e_xv, q.e_vx - q.f_v * ae, q.e_vv,
-                 -q.f_x * beta, -q.f_v * beta,
-                 q.l_xv * q.l_xv + q.l_xx * q.l_xx, q.l_xv * q.l_vv, q.l_vv * q.l_vv)
-    else:
-        _law_set(L, 1.0, 0.0, -t * ae, 1.0, 0.0, -t * beta, 0.0, 0.0, 0.0)   # B
-        _baoab_drift(q, &N)                                                 # A
-        _compose(L, &N)
-        _law_set(&N, 1.0, 0.0, 0.0, q.o_decay, 0.0, 0.0, 0.0, 0.0,          # O
-                 q.o_noise * q.o_noise)
-        _compose(L, &N)
-        _baoab_drift(q, &N)                                                 # A
-        _compose(L, &N)
-        if not partial:
-            _law_set(&N, 1.0, 0.0, -t * ae, 1.0, 0.0, -t * beta, 0.0, 0.0, 0.0)
-            _compose(L, &N)
-
-
 cdef inline void _cholesky(const double* C, double* L) noexcept nogil:
     """The lower Cholesky factor (l11, l21, l22) of a 2 x 2 covariance
     (c00, c01, c11), a singular one (an SGHMC step's) included."""
@@ -356,8 +304,8 @@ cdef void _tabulate(const Dyn* q, double a, double* out, long long n) noexcept n
     cdef long long k
     cdef double* e
     _law_set(&total, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    _step_law(q, a, 1.0, False, &base)
-    _step_law(q, a, 1.0, True, &part)
+    one_step_law(&q.law, a, 1.0, False, &base)
+    one_step_law(&q.law, a, 1.0, True, &part)
     for k in range(n + 1):
         withpart = total
         _compose(&withpart, &part)
@@ -388,8 +336,8 @@ cdef inline void _pair_catch_up(Coord* c, const Dyn* q, long long k, bint partia
     cdef const double* e
     if k <= 0 and not partial:
         return
-    if q.kind == LAZY_BAOAB and c.delta != 0.0:
-        r0 -= 0.5 * q.h * q.sm * c.k5 * c.delta
+    if q.law.kind == LAW_BAOAB and c.delta != 0.0:
+        r0 -= 0.5 * q.law.h * q.sm * c.k5 * c.delta
         c.delta = 0.0
     if q.table != NULL and k <= q.table_len:
         e = (q.table + (<intp> c.k1) * q.table_stride
@@ -407,15 +355,15 @@ cdef void _pair_catch_up_composed(Coord* c, const Dyn* q, double z0, double r0, 
     """:func:`_pair_catch_up` without a table: compose the k-step law."""
     cdef double x1, x2, a = _curv(c, q)
     cdef Law total, base, twice, part
-    if q.kind == LAZY_SGHMC and k == 1:
-        c.x = z0 + q.h * r0
-        c.k2 = r0 - q.h * (a * z0 + c.k3 + q.gamma * r0) + q.s * _normal(rng)
+    if q.law.kind == LAW_SGHMC and k == 1:
+        c.x, c.k2 = z0, r0
+        pair_move(&q.law, &c.x, &c.k2, a, c.k3, _normal(rng), 0.0, False)
         return
     _law_set(&total, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     if k == 1:
-        _step_law(q, a, c.k3, False, &total)
+        one_step_law(&q.law, a, c.k3, False, &total)
     elif k > 1:
-        _step_law(q, a, c.k3, False, &base)
+        one_step_law(&q.law, a, c.k3, False, &base)
         while k:
             if k & 1:
                 _compose(&total, &base)
@@ -424,7 +372,7 @@ cdef void _pair_catch_up_composed(Coord* c, const Dyn* q, double z0, double r0, 
                 twice = base
                 _compose(&base, &twice)        # the base doubles
     if partial:
-        _step_law(q, a, c.k3, True, &part)
+        one_step_law(&q.law, a, c.k3, True, &part)
         _compose(&total, &part)
     x1 = _normal(rng)
     x2 = _normal(rng)
@@ -435,21 +383,21 @@ cdef void _pair_catch_up_composed(Coord* c, const Dyn* q, double z0, double r0, 
 
 cdef inline void _catch_up(Coord* c, const Dyn* q, long long k, bint partial,
                            Normals* rng) noexcept nogil:
-    if q.kind == LAZY_SGLD:
+    if q.law.kind == LAW_SGLD:
         _sgld_catch_up(c, k, rng)
     else:
         _pair_catch_up(c, q, k, partial, rng)
 
 
 cdef inline double _theta(const Coord* c, int kind) noexcept nogil:
-    return c.x if kind == LAZY_SGLD else c.k4 + c.k5 * c.x
+    return c.x if kind == LAW_SGLD else c.k4 + c.k5 * c.x
 
 
 cdef inline void _touched_step(Coord* c, const Dyn* q, long long t, Normals* rng) noexcept nogil:
     """The full step of a coordinate the minibatch touched (its data term in
     ``delta``), brought up to step t (BAOAB: to the closing kick of step t)."""
     cdef double x, v, g, xi1, xi2, a
-    if q.kind == LAZY_SGLD:
+    if q.law.kind == LAW_SGLD:
         if c.k1 > A_DEFER:
             # its noise deferred: one step behind, so the next catch-up draws it
             c.x -= c.k5 * c.delta
@@ -463,20 +411,18 @@ cdef inline void _touched_step(Coord* c, const Dyn* q, long long t, Normals* rng
     x = c.x
     v = c.k2
     a = _curv(c, q)
-    if q.kind == LAZY_SGHMC:   # z moves with the old r, r with the gradient at z
-        c.x = x + q.h * v
-        c.k2 = v - q.h * (a * x + c.k3 + q.gamma * v + q.sm * c.k5 * c.delta) \
-            + q.s * _normal(rng)
+    if q.law.kind == LAW_SGHMC:   # z moves with the old r, r with the gradient at z
+        pair_move(&q.law, &c.x, &c.k2, a, c.k3 + q.sm * c.k5 * c.delta, _normal(rng), 0.0,
+                  False)
         c.delta = 0.0
-    elif q.kind == LAZY_ULD:
-        g = (a - q.kappa) * x + c.k3 + q.sm * c.k5 * c.delta
+    elif q.law.kind == LAW_ULD:
+        g = (a - q.law.kappa) * x + c.k3 + q.sm * c.k5 * c.delta
         xi1 = _normal(rng)
         xi2 = _normal(rng)
-        c.x = q.e_xx * x + q.e_xv * v - q.f_x * g + q.l_xv * xi1 + q.l_xx * xi2
-        c.k2 = q.e_vx * x + q.e_vv * v - q.f_v * g + q.l_vv * xi1
+        uld_move(&c.x, &c.k2, g, xi1, xi2, &q.law)
         c.delta = 0.0
     else:                      # BAOAB's closing kick; delta stays for the next opening one
-        c.k2 = v - 0.5 * q.h * ((a - q.kappa) * x + c.k3 + q.sm * c.k5 * c.delta)
+        c.k2 = kick(v, (a - q.law.kappa) * x + c.k3 + q.sm * c.k5 * c.delta, 0.5 * q.law.h)
     c.last = t + 1
 
 
@@ -577,16 +523,16 @@ cdef class LazyChain:
         sm = metric.scale
         self.dynamics = dynamics
         self.q = _dyn_constants(dynamics, sm)
-        if self.q.kind == LAZY_SGLD:
-            c_grad = (<SGLD> dynamics).c_grad
+        if self.q.law.kind == LAW_SGLD:
+            c_grad = (<SGLD> dynamics).law.c
             r0 = None
-        elif self.q.kind == LAZY_ULD:
+        elif self.q.law.kind == LAW_ULD:
             r0 = np.asarray((<ULD> dynamics).velocity)
-        elif self.q.kind == LAZY_BAOAB:
+        elif self.q.law.kind == LAW_BAOAB:
             r0 = np.asarray((<BAOAB> dynamics).momentum)
         else:
             r0 = np.asarray((<SGHMC> dynamics).momentum)
-        self.need_gradient = self.q.kind == LAZY_BAOAB and not dyn.cache_valid
+        self.need_gradient = self.q.law.kind == LAW_BAOAB and not dyn.cache_valid
         # 64-byte aligned: each coordinate's record is exactly one cache line
         dtype = np.dtype([("x", "f8"), ("k1", "f8"), ("k2", "f8"), ("k3", "f8"),
                           ("k4", "f8"), ("k5", "f8"), ("delta", "f8"), ("last", "i8")])
@@ -604,7 +550,7 @@ cdef class LazyChain:
         self.class_a = np.zeros(1)
         self.q.table = NULL
         self.q.class_a = NULL
-        if self.q.kind != LAZY_SGLD and dim > 0:
+        if self.q.law.kind != LAW_SGLD and dim > 0:
             self._tabulate_classes()
         self.idx = np.zeros(max(self.b, 1), dtype=np.intp)
         self.touched = np.zeros(max(dim, 1), dtype=np.intp)
@@ -620,13 +566,13 @@ cdef class LazyChain:
         ``theta`` (z units), the momentum or velocity ``r0`` (None for SGLD),
         the control variates' sum ``A`` and BAOAB's cached gradient."""
         cdef intp j, dim = self.dim
-        cdef double Dj, cj
+        cdef double Dj, cj, s = self.q.law.s
         cdef Coord* rec
         cdef const double[::1] zv, Av, rv, gv
         zv = np.ascontiguousarray(theta, dtype=np.float64)
         rv = np.ascontiguousarray(r0 if r0 is not None else np.zeros(max(dim, 1)),
                                   dtype=np.float64)
-        gv = np.ascontiguousarray(dyn.cache_grad if self.q.kind == LAZY_BAOAB and
+        gv = np.ascontiguousarray(dyn.cache_grad if self.q.law.kind == LAW_BAOAB and
                                   dyn.cache_valid else np.zeros(max(dim, 1)), dtype=np.float64)
         Av = np.ascontiguousarray(A, dtype=np.float64)
         for j in range(dim):
@@ -635,10 +581,13 @@ cdef class LazyChain:
             rec = &self.coords[j]
             rec.delta = 0.0
             rec.last = 0
-            if self.q.kind == LAZY_SGLD:
-                # the AR(1) in parameter units: o = c s_m alpha D^2, noise D s
-                _sgld_record(rec, c_grad * sm * alpha * Dj * Dj, self.q.s,
-                             c_grad * sm * Dj * Dj, Dj, Av[j], alpha)
+            if self.q.law.kind == LAW_SGLD:
+                # the AR(1) in parameter units, read off the law's move (the
+                # responses to a gradient and a draw): o = c s_m alpha D^2 from
+                # the prior's curvature, the data term's factor c s_m D^2, noise D s
+                _sgld_record(rec, -langevin_move(0.0, sm * alpha * Dj * Dj, 0.0, c_grad, s),
+                             langevin_move(0.0, 0.0, 1.0, c_grad, s),
+                             -langevin_move(0.0, sm * Dj * Dj, 0.0, c_grad, s), Dj, Av[j], alpha)
                 rec.x = cj + Dj * zv[j]
             else:
                 # the untouched gradient a z + beta (z units), and r
@@ -648,7 +597,7 @@ cdef class LazyChain:
                 rec.k3 = sm * Dj * (alpha * cj + Av[j])
                 rec.k4 = cj
                 rec.k5 = Dj
-                if self.q.kind == LAZY_BAOAB and dyn.cache_valid:
+                if self.q.law.kind == LAW_BAOAB and dyn.cache_valid:
                     # the cached gradient's data term, pending for the next opening kick
                     rec.delta = (gv[j] - rec.k1 * rec.x - rec.k3) / (sm * Dj)
 
@@ -716,19 +665,19 @@ cdef class LazyChain:
             self._bring_all()
             for j in range(self.dim):
                 c = &self.coords[j]
-                theta[j] = ((c.x - self.center[j]) / self.scale[j] if self.q.kind == LAZY_SGLD
+                theta[j] = ((c.x - self.center[j]) / self.scale[j] if self.q.law.kind == LAW_SGLD
                             else c.x)
-        if self.q.kind == LAZY_SGLD:
+        if self.q.law.kind == LAW_SGLD:
             return
-        if self.q.kind == LAZY_ULD:
+        if self.q.law.kind == LAW_ULD:
             r = (<ULD> self.dynamics).velocity
-        elif self.q.kind == LAZY_BAOAB:
+        elif self.q.law.kind == LAW_BAOAB:
             r = (<BAOAB> self.dynamics).momentum
         else:
             r = (<SGHMC> self.dynamics).momentum
         for j in range(self.dim):
             r[j] = self.coords[j].k2
-        if self.q.kind == LAZY_BAOAB and not self.need_gradient:
+        if self.q.law.kind == LAW_BAOAB and not self.need_gradient:
             for j in range(self.dim):
                 c = &self.coords[j]
                 dyn.cache_grad[j] = _curv(c, &self.q) * c.x + c.k3 + self.q.sm * c.k5 * c.delta
@@ -752,7 +701,7 @@ cdef class LazyChain:
         cdef Coord* coords = self.coords
         cdef Coord* c
         cdef intp d = X.n_features, dext = X.dext, jb, i, p, p0, p1
-        cdef int K = P.K, k, kind = self.q.kind
+        cdef int K = P.K, k, kind = self.q.law.kind
         cdef double* zb = &self.zbuf[0]
         cdef double* rb = &self.rbuf[0]
         cdef double v, w, x
@@ -824,8 +773,8 @@ cdef class LazyChain:
         cdef Normals local_normals = self.noise.normals
         cdef Normals* nrm = &local_normals
         cdef const Dyn* q = &self.q
-        cdef int kind = q.kind
-        cdef bint partial = kind == LAZY_BAOAB
+        cdef int kind = q.law.kind
+        cdef bint partial = kind == LAW_BAOAB
         cdef const double* center = &self.center[0]
         cdef const double* scale = &self.scale[0]
         cdef intp* idx = &self.idx[0]
@@ -931,7 +880,7 @@ cdef inline bint _keep_state(Coord* coords, intp dim, const Dyn* q, long long t,
     cdef intp j
     cdef bint ok = True
     cdef Coord* c
-    cdef int kind = q.kind
+    cdef int kind = q.law.kind
     for j in range(dim):
         c = &coords[j]
         _catch_up(c, q, t - c.last, False, nrm)
@@ -944,46 +893,16 @@ cdef inline bint _keep_state(Coord* coords, intp dim, const Dyn* q, long long t,
 
 
 cdef Dyn _dyn_constants(dynamics, double sm) except *:
-    """The kernel's constants of ``dynamics`` (in the metric's coordinates,
-    gradient scale ``sm``)."""
+    """The kernel's constants of ``dynamics``: its law's coefficients (in the
+    metric's coordinates) and the gradient scale ``sm``."""
     cdef Dyn q
-    cdef SGLD sgld
-    cdef SGHMC sghmc
-    cdef ULD uld
-    cdef BAOAB baoab
-    cdef double h
-    q.h = q.gamma = q.kappa = q.s = 0.0
-    q.e_xx = q.e_xv = q.e_vx = q.e_vv = q.f_x = q.f_v = q.l_vv = q.l_xv = q.l_xx = 0.0
-    q.rot_c = q.rot_s = q.omega = q.o_decay = q.o_noise = 0.0
+    cdef Dynamics dyn = dynamics
+    q.law = dyn.law
     q.table = NULL
     q.class_a = NULL
     q.table_len = q.table_stride = 0
     q.n_classes = 1
     q.sm = sm
-    if type(dynamics) is SGLD:
-        sgld = dynamics
-        q.kind = LAZY_SGLD
-        q.s = sgld.c_noise
-    elif type(dynamics) is SGHMC:
-        # z' = z + h r, r' = r - h (g + gamma r) + sqrt(2 gamma T h) xi, g = s_m D (alpha theta + G)
-        sghmc = dynamics
-        q.kind = LAZY_SGHMC
-        q.h, q.gamma = sghmc.step_size, sghmc.friction
-        q.s = friction_noise(q.gamma, sghmc.temperature, q.h)
-    elif type(dynamics) is ULD:
-        uld = dynamics
-        q.kind = LAZY_ULD
-        q.h, q.gamma, q.kappa = uld.step_size, uld.friction, uld.kappa
-        q.e_xx, q.e_xv, q.e_vx, q.e_vv = uld.e_xx, uld.e_xv, uld.e_vx, uld.e_vv
-        q.f_x, q.f_v = uld.f_x, uld.f_v
-        q.l_vv, q.l_xv, q.l_xx = uld.l_vv, uld.l_xv, uld.l_xx
-    else:
-        baoab = dynamics
-        q.kind = LAZY_BAOAB
-        q.h, q.gamma, q.kappa = baoab.step_size, baoab.friction, baoab.kappa
-        q.omega = sqrt(q.kappa)
-        q.rot_c, q.rot_s = baoab.rot_c, baoab.rot_s
-        q.o_decay, q.o_noise = baoab.o_decay, baoab.o_noise
     return q
 
 
@@ -1043,7 +962,7 @@ def py_catch_up_pair(dynamics, double a, double beta, double z0, double r0, long
     cdef double[::1] class_a = np.full(1, a)
     cdef Coord c
     cdef intp i
-    if q.kind == LAZY_SGLD:
+    if q.law.kind == LAW_SGLD:
         raise ValueError("py_catch_up_pair takes SGHMC, ULD or BAOAB; SGLD is py_catch_up")
     if tabulated:
         _tabulate(&q, a, &table[0], k)

@@ -82,6 +82,16 @@ def unit_momentum_variance(cfg):
     return 1.0
 
 
+def law_step(dynamics):
+    """A one-coordinate kernel's step on the unit Gaussian (curvature 1,
+    the gradient's noise entering as its drift) from its compiled law
+    (:func:`.._dynamics.one_step_law`): the error model analyses the very
+    update the kernels run."""
+    from .._dynamics import one_step_law
+    M, u, noise = one_step_law(dynamics, 1.0, 1.0)
+    return Linear(M, u[:, None], noise)
+
+
 def rotation(t):
     """The exact flow of the unit Gaussian's Hamiltonian over time t."""
     c, s = np.cos(t), np.sin(t)

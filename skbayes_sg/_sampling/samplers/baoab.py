@@ -11,7 +11,7 @@ network's ``neural_network._net_dynamics.BAOAB``.
 import numpy as np
 
 from .._definitions import DynamicsSpec
-from ._common import (Linear, prepare_underdamped, restore, rotation, start_momentum,
+from ._common import (Linear, law_step, prepare_underdamped, restore, start_momentum,
                       unit_momentum_variance)
 
 #: its place in the lists of the docs and error messages
@@ -40,11 +40,10 @@ def build(dim, cfg, state, generator):
 
 
 def linear_step(h, friction):
-    # state right after the closing kick; the estimate at the new point
-    # enters the momentum once per step (-h eps: two half kicks)
-    from .._coefficients import py_ou_coefficients
-    R = rotation(h / 2)
-    d, s = py_ou_coefficients(friction, h, 1.0)      # the kernel's O step
-    M = R @ np.diag([1.0, d]) @ R
-    B_xi = R @ np.array([[0.0], [s]])
-    return Linear(M, np.array([[0.0], [-h]]), B_xi)
+    """The kernel's own law on the unit Gaussian (T = kappa = 1), from the
+    state right after the closing kick.  The estimate at the new point
+    enters the momentum once per step: the closing half kick and the next
+    opening one, with nothing between them (-h eps)."""
+    from .. import _dynamics
+    step = law_step(_dynamics.BAOAB(1, h, 1.0, friction=friction, reference_precision=1.0))
+    return Linear(step.A, np.array([[0.0], [-h]]), step.B_xi)

@@ -7,10 +7,9 @@ biased on a Gaussian (``var0 != 1``), which the error model counts.
 Kernels: ``_dynamics.SGHMC`` (Cython), its lazy step in ``_lazy.pyx``, the
 network's ``neural_network._net_dynamics.SGHMC``.
 """
-import numpy as np
 
 from .._definitions import DynamicsSpec
-from ._common import (FRICTIONS, Linear, prepare_underdamped, restore, start_momentum,
+from ._common import (FRICTIONS, law_step, prepare_underdamped, restore, start_momentum,
                       unit_momentum_variance)
 
 #: its place in the lists of the docs and error messages
@@ -39,7 +38,6 @@ def build(dim, cfg, state, generator):
 
 
 def linear_step(h, friction):
-    from .._coefficients import py_friction_noise
-    A = np.array([[1.0, h], [-h, 1.0 - h * friction]])
-    return Linear(A, np.array([[0.0], [-h]]),
-                  np.array([[0.0], [py_friction_noise(friction, 1.0, h)]]))
+    """The kernel's own law on the unit Gaussian (T = 1)."""
+    from .. import _dynamics
+    return law_step(_dynamics.SGHMC(1, h, 1.0, friction=friction, reference_precision=1.0))

@@ -13,7 +13,7 @@ step in ``_lazy.pyx``, the network's ``neural_network._net_dynamics.SGLD``.
 import numpy as np
 
 from .._definitions import DynamicsSpec
-from ._common import (AUTO_STEP_FRACTION, Linear, MetropolisRule, dynamics_frame, restore,
+from ._common import (AUTO_STEP_FRACTION, MetropolisRule, dynamics_frame, law_step, restore,
                       unit_momentum_variance)
 
 #: its place in the lists of the docs and error messages
@@ -58,10 +58,9 @@ def build(dim, cfg, state, generator):
 
 def linear_step(h, friction):
     """``z' = z - c (z + eps) + s xi`` on the unit Gaussian: the kernel's own
-    coefficients (``_coefficients.langevin_coefficients``, kappa = T = 1)."""
-    from .._coefficients import py_langevin_coefficients
-    c, s = py_langevin_coefficients(h, 1.0, 1.0)
-    return Linear(np.array([[1.0 - c]]), np.array([[-c]]), np.array([[s]]))
+    law (kappa = T = 1)."""
+    from .. import _dynamics
+    return law_step(_dynamics.SGLD(1, h, 1.0, reference_precision=1.0))
 
 
 def identity_preconditioner(cfg, states, dim):

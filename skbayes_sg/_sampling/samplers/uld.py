@@ -12,7 +12,7 @@ network's ``neural_network._net_dynamics.ULD``.
 import numpy as np
 
 from .._definitions import DynamicsSpec
-from ._common import (AUTO_STEP_FRACTION, Linear, dynamics_frame, restore,
+from ._common import (AUTO_STEP_FRACTION, dynamics_frame, law_step, restore,
                       stationary_momentum)
 
 #: its place in the lists of the docs and error messages
@@ -63,11 +63,10 @@ def build(dim, cfg, state, generator):
 
 
 def linear_step(h, friction):
-    from .._dynamics import uld_coefficients
-    e_xx, e_xv, e_vx, e_vv, f_x, f_v, l_vv, l_xv, l_xx = uld_coefficients(
-        h, friction, 1.0, 1.0, 1.0)
-    A = np.array([[e_xx, e_xv], [e_vx, e_vv]])
-    return Linear(A, -np.array([[f_x], [f_v]]), np.array([[l_xv, l_xx], [l_vv, 0.0]]))
+    """The kernel's own law on the unit Gaussian (u = T = kappa = 1)."""
+    from .. import _dynamics
+    return law_step(_dynamics.ULD(1, h, 1.0, friction=friction, inv_mass=1.0,
+                                  reference_precision=1.0))
 
 
 def momentum_variance_scale(cfg):
