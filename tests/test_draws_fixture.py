@@ -32,11 +32,13 @@ narrow for the set-up to pick the lazy kernels, and
 ``test_the_lazy_cases_take_lazy_steps`` keeps these lazy) were added later,
 recorded on another machine with the code of 265fba1, before each update
 law was written once (``_sampling/laws.h.tp``).  On that machine the move
-left every case bit-identical but four: ``logistic/sgld/full`` (the MALA
-proposal now rounds as the plain step, 6e-17 of its scale),
-``lazy/sgld/cv/diagonal`` (2e-16) and the two lazy BAOAB cases (3e-11 and
-5e-10: their k-step laws are read off the moves, and the Cholesky factor of
-a one-step covariance of rank one takes the square root of its rounding).
+left every case bit-identical but these, moved by rounding:
+``logistic/sgld/full`` (the MALA proposal now rounds as the plain step, 6e-17
+of its scale), the 15 pSGLD cases (at most 5e-16: its move takes the fused
+sweep's form, one division a coordinate fewer), ``lazy/sgld/cv/diagonal``
+(2e-16) and the two lazy BAOAB cases (3e-11 and 5e-10: their k-step laws are
+read off the moves, and the Cholesky factor of a one-step covariance of rank
+one takes the square root of its rounding).
 
 Recording (only when the draws are *meant* to change, and say so in the
 commit)::

@@ -234,8 +234,7 @@ def test_fused_steps_match_formulas(dtype, n):
     # pSGLD (decay a, lambda, g / n_rows)
     theta, buf, V = _arrays(n, dtype, 1)
     V *= 1e-2
-    a, lam, n_rows = 0.9, 1e-3, 4.0
-    inv_rows = 1.0 / n_rows
+    a, lam, inv_rows = 0.9, 1e-3, 0.25
     stream = NormalStream(6)
     xi = copy.deepcopy(stream).fill(np.empty(n, np.float64))
     t64, b64, v64 = (x.astype(np.float64) for x in (theta, buf, V))
@@ -243,7 +242,7 @@ def test_fused_steps_match_formulas(dtype, n):
     v_new = a * v64 + (1 - a) * (g * inv_rows) ** 2
     D = lam + np.sqrt(v_new)
     expect = t64 - h * g / D + s * xi / np.sqrt(D)
-    flat_dynamics.psgld_step(stream, theta, V, buf, c, alpha, h, T, a, lam, n_rows)
+    flat_dynamics.psgld_step(stream, theta, V, buf, c, alpha, h, s, a, lam, inv_rows)
     np.testing.assert_allclose(V, v_new, rtol=rtol, atol=0)
     np.testing.assert_allclose(theta, expect, rtol=10 * rtol, atol=10 * rtol)
 

@@ -329,11 +329,12 @@ cdef class PSGLD(Dynamics):
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
         cdef double h = self.law.h
+        cdef double s = sqrt(2.0 * h * self.temperature), inv_n = 1.0 / self.n_data
         oracle.gradient(theta, &self.grad[0])
         random_standard_normal_fill(rng, self.dim, &self.noise[0])
         for j in range(self.dim):
-            psgld_move(&theta[j], &self.V[j], self.grad[j], self.noise[j], h, self.temperature,
-                       self.decay, self.eps, self.n_data)
+            psgld_move(&theta[j], &self.V[j], self.grad[j], self.noise[j], h, s, self.decay,
+                       self.eps, inv_n)
 
     cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
                              int x_mode) noexcept nogil:

@@ -30,11 +30,11 @@ cdef extern from "flat_dynamics_kernel.h" nogil:
                            int64_t n, double c, double alpha, double h, double s)
     void skb_psgld_step_f32(skb_normal_state *st, float *theta, float *V,
                             const float *buf, int64_t n, float c, float alpha,
-                            float h, float T, float decay, float lam, float n_data)
+                            float h, float s, float decay, float lam, float inv_rows)
     void skb_psgld_step_f64(skb_normal_state *st, double *theta, double *V,
                             const double *buf, int64_t n, double c, double alpha,
-                            double h, double T, double decay, double lam,
-                            double n_data)
+                            double h, double s, double decay, double lam,
+                            double inv_rows)
     void skb_sghmc_step_f32(skb_normal_state *st, float *theta, float *r,
                             const float *buf, int64_t n, float c, float alpha,
                             float h, float friction, float s)
@@ -92,10 +92,10 @@ def sgld_step(NormalStream stream, theta, buf, double c, double alpha, double h,
 
 
 def psgld_step(NormalStream stream, theta, V, buf, double c, double alpha, double h,
-               double temperature, double decay, double lam, double n_data):
+               double noise_std, double decay, double lam, double inv_rows):
     """pSGLD with ``g = c buf + alpha theta``:
-    ``V <- decay V + (1 - decay) (g / n_data)^2``, ``G = 1 / (lam + sqrt(V))``,
-    ``theta <- theta - h G g + sqrt(2 h T G) xi``."""
+    ``V <- decay V + (1 - decay) (g inv_rows)^2``, ``D = lam + sqrt(V)``,
+    ``theta <- theta - h g / D + noise_std xi / sqrt(D)``."""
     cdef float[::1] t32, v32, b32
     cdef double[::1] t64, v64, b64
     cdef int64_t n = theta.shape[0]
@@ -104,14 +104,14 @@ def psgld_step(NormalStream stream, theta, V, buf, double c, double alpha, doubl
         if n:
             with nogil:
                 skb_psgld_step_f32(&stream.state, &t32[0], &v32[0], &b32[0], n,
-                                   <float>c, <float>alpha, <float>h, <float>temperature,
-                                   <float>decay, <float>lam, <float>n_data)
+                                   <float>c, <float>alpha, <float>h, <float>noise_std,
+                                   <float>decay, <float>lam, <float>inv_rows)
     else:
         t64, v64, b64 = theta, V, buf
         if n:
             with nogil:
                 skb_psgld_step_f64(&stream.state, &t64[0], &v64[0], &b64[0], n, c,
-                                   alpha, h, temperature, decay, lam, n_data)
+                                   alpha, h, noise_std, decay, lam, inv_rows)
 
 
 def sghmc_step(NormalStream stream, theta, r, buf, double c, double alpha, double h,

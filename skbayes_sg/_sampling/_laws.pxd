@@ -38,7 +38,7 @@ cdef extern from "laws.h" nogil:
     double langevin_move "skb_langevin_move_f64" (double z, double g, double xi, double c,
                                                   double s)
     void psgld_move "skb_psgld_move_f64" (double* z, double* V, double g, double xi, double h,
-                                         double T, double decay, double eps, double n_data)
+                                         double s, double decay, double eps, double inv_n)
     void sghmc_move "skb_sghmc_move_f64" (double* z, double* r, double g, double xi, double h,
                                          double gamma, double s)
     void uld_move "skb_uld_move_f64" (double* x, double* v, double rem, double xi1, double xi2,

@@ -221,6 +221,7 @@ class PSGLD(NetworkDynamics):
     def __init__(self, runner):
         super().__init__(runner)
         self._coefficients()
+        self.inv_n = 1.0 / runner.n_eff  # the mean gradient is g / n
         self.v_weight = (1.0 - PSGLD_DECAY) / float(runner.n_eff) ** 2
 
     def _coefficients(self):
@@ -250,7 +251,7 @@ class PSGLD(NetworkDynamics):
     def fused_update(self, st, buf, c):
         flat_dynamics.psgld_step(self.runner.normal_stream, st["theta"].numpy(),
                                  st["V"].numpy(), buf, c, self.alpha, self.h,
-                                 self.T, PSGLD_DECAY, PSGLD_EPS, float(self.runner.n_eff))
+                                 self.s, PSGLD_DECAY, PSGLD_EPS, self.inv_n)
 
     def ewsg_energy(self, st):
         # c = h G, s = sqrt(2 h T G), x = 0 with G = 1 / D of the previous V:
