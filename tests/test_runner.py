@@ -50,9 +50,37 @@ def test_set_step_moves_every_chain_and_only_the_chains():
     pool = ChainPool(X, y, spec, [dict(s) for s in est._chain_states])
     start = spec.sampler_config["step_size"]
     np.testing.assert_array_equal(pool.step_sizes(), np.full(4, est.step_size_))
+    states = [dict(s) for s in pool.states]
     pool.set_step(0.5 * est.step_size_)
     np.testing.assert_array_equal(pool.step_sizes(), np.full(4, 0.5 * est.step_size_))
     assert spec.sampler_config["step_size"] == start
+    # the chains' saved states are new ones (the ones handed in are not written)
+    assert all(new["dynamics"] is not old["dynamics"] for new, old in zip(pool.states, states))
+
+
+def test_a_metric_change_is_a_new_spec():
+    """The spec is frozen: ``rebase`` to a new metric gives the pool a new
+    spec, and the one the chains were built from is left as it was."""
+    import dataclasses
+
+    import pytest
+    from skbayes_sg._sampling._runner import ChainPool
+    X, y = _data()
+    est = SGMCMCLogisticRegression(subsampling="uniform", sampler="baoab", metric="identity",
+                                   n_samples=20, random_state=0).fit(X, y)
+    spec = chain_spec(est, est._fit_context(X, y, est._model_spec(), None),
+                      est._model_spec(), est._fit_setup, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.metric = {}
+    pool = ChainPool(X, y, spec, [dict(s) for s in est._chain_states])
+    wider = {**spec.metric, "kind": "diagonal", "center": np.zeros(4), "factor": np.full(4, 2.0)}
+    thetas = [np.asarray(s["theta"]).copy() for s in pool.states]
+    pool.rebase(wider)
+    assert pool.spec is not spec and pool.spec.metric is wider
+    assert spec.metric["kind"] == "identity"
+    for state, theta in zip(pool.states, thetas):
+        np.testing.assert_allclose(state["theta"], theta / 2.0)     # the same parameters
+        assert state["dynamics"]["cache_scalars"][1] == 0.0        # the cached gradient dropped
 
 
 def test_default_chain_workers_follow_the_cores_and_joblib_config(monkeypatch):

@@ -51,6 +51,30 @@ cdef inline void _rotate(double* z, double* p, intp n, double c, double s, doubl
         drift(&z[j], &p[j], c, s, omega, t)
 
 
+#: the entries every dynamics' saved state has (:meth:`Dynamics.get_state`);
+#: the pool edits a saved state only through the functions below
+STEP_KEY, CACHE_KEY, CACHE_SCALARS_KEY, ADAPT_KEY = "step_size", "cache", "cache_scalars", "adapt"
+
+
+def state_step(dict state):
+    """The step size a saved dynamics state continues with."""
+    return float(state[STEP_KEY][0])
+
+
+def with_step(dict state, double h):
+    """A saved dynamics state that continues with step ``h`` (its other
+    coefficients are recomputed from it when the state is restored)."""
+    return {**state, STEP_KEY: np.array([h])}
+
+
+def without_cached_gradient(dict state):
+    """A saved dynamics state whose cached gradient and potential are
+    dropped (after its coordinates were moved from outside)."""
+    if CACHE_SCALARS_KEY not in state:
+        return dict(state)
+    return {**state, CACHE_SCALARS_KEY: np.array([0.0, 0.0])}
+
+
 cdef class Dynamics:
     """Base class.
 
@@ -164,22 +188,22 @@ cdef class Dynamics:
         self.cache_valid = False
 
     def _base_state(self):
-        return {"step_size": np.array([self.law.h]),
-                "cache": np.array(self.cache_grad),
-                "cache_scalars": np.array([self.cache_potential, float(self.cache_valid)]),
-                "adapt": np.array([float(self.adapting), self.da.target_accept,
-                                   self.da.max_step, self.da.mu, self.da.log_h,
-                                   self.da.log_hbar, self.da.hbar, float(self.da.t)])}
+        return {STEP_KEY: np.array([self.law.h]),
+                CACHE_KEY: np.array(self.cache_grad),
+                CACHE_SCALARS_KEY: np.array([self.cache_potential, float(self.cache_valid)]),
+                ADAPT_KEY: np.array([float(self.adapting), self.da.target_accept,
+                                     self.da.max_step, self.da.mu, self.da.log_h,
+                                     self.da.log_hbar, self.da.hbar, float(self.da.t)])}
 
     def _set_base_state(self, state):
-        if "step_size" in state:
-            self.set_step(float(state["step_size"][0]))
-        if "cache" in state:
-            self.cache_grad = np.array(state["cache"], dtype=np.float64)
-            self.cache_potential = float(state["cache_scalars"][0])
-            self.cache_valid = bool(state["cache_scalars"][1])
-        if "adapt" in state:
-            a = state["adapt"]
+        if STEP_KEY in state:
+            self.set_step(state_step(state))
+        if CACHE_KEY in state:
+            self.cache_grad = np.array(state[CACHE_KEY], dtype=np.float64)
+            self.cache_potential = float(state[CACHE_SCALARS_KEY][0])
+            self.cache_valid = bool(state[CACHE_SCALARS_KEY][1])
+        if ADAPT_KEY in state:
+            a = state[ADAPT_KEY]
             self.adapting = bool(a[0])
             self.da.target_accept, self.da.max_step = a[1], a[2]
             self.da.mu, self.da.log_h, self.da.log_hbar, self.da.hbar = a[3], a[4], a[5], a[6]

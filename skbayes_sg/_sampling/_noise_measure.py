@@ -21,7 +21,7 @@ is noisy where a row's moment comes from rare excursions (breast cancer:
 plus two jackknife-over-chains standard errors, and the batch only falls:
 a bound above the model keeps the set-up's batch.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -111,7 +111,8 @@ class BatchRemeasure:
         if not batch < MIN_CHANGE * self.setup.batch_size:
             return None
         self.batch_size = ctx.batch_size = batch
-        pool.spec.subsampling_config = {**pool.spec.subsampling_config, "batch_size": batch}
+        pool.spec = replace(pool.spec, subsampling_config={**pool.spec.subsampling_config,
+                                                           "batch_size": batch})
         return batch
 
     def _row_moments(self, Xr, control, thetas):

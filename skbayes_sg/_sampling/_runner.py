@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -22,6 +22,7 @@ from joblib.parallel import BACKENDS, DEFAULT_BACKEND, get_active_backend
 from ._chain import ChainOracle, run_segment
 from ._cluster import ClusterRounds, active_dask_backend, task_cancelled
 from ._dataset import RowData
+from ._dynamics import state_step, with_step, without_cached_gradient
 from ._estimators import Problem
 from ._interrupt import StopPoll
 from ._lazy import LazyChain, lazy_supported
@@ -117,9 +118,13 @@ class ChainStopped(Exception):
     """A chain returned early on a stop request (the fit was interrupted)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ChainSpec:
-    """Everything a chain needs besides the data and its state (all picklable)."""
+    """Everything a chain needs besides the data and its state (all picklable).
+
+    Frozen: a change between rounds (the adapted metric and bounds, the
+    measured batch) is a new spec the pool runs from then on
+    (``dataclasses.replace``), never a write into the one the chains hold."""
 
     model: str
     n_outputs: int
@@ -720,12 +725,12 @@ class ChainPool:
         for state in self.states:
             if state.get("dynamics") is None:
                 raise RuntimeError("set_step before the chains ran: set the config's step")
-            state["dynamics"]["step_size"] = np.array([float(step_size)])
+            state["dynamics"] = with_step(state["dynamics"], step_size)
         self.rebase(self.spec.metric, momentum_scale)
 
     def step_sizes(self):
         """Every chain's current step (from its state: the chains have run)."""
-        return np.array([float(s["dynamics"]["step_size"][0]) for s in self.states])
+        return np.array([state_step(s["dynamics"]) for s in self.states])
 
     def rebase(self, new_metric, momentum_scale=1.0):
         """Move every chain to the coordinates of ``new_metric`` (same
@@ -739,26 +744,25 @@ class ChainPool:
         for state in self.states:
             theta = old.py_to_theta(state["theta"])
             state["theta"] = new.py_to_z(theta)
-            dyn = state.get("dynamics")
-            if dyn is None:
+            if state.get("dynamics") is None:
                 continue
+            dyn = without_cached_gradient(state["dynamics"])
             bitgen = np.random.PCG64()
             bitgen.state = state["bit_generator"]
             gen = np.random.Generator(bitgen)
             if momentum is not None:     # a KeyError here: the definition names another key
                 dyn[momentum] = momentum_scale * gen.standard_normal(len(dyn[momentum]))
             state["bit_generator"] = bitgen.state
-            if "cache_scalars" in dyn:
-                dyn["cache_scalars"] = np.array([0.0, 0.0])
-        self.spec.metric = new_metric
-        if self.spec.bounds is not None and new_metric["kind"] == "dense":
+            state["dynamics"] = dyn
+        bounds = self.spec.bounds
+        if bounds is not None and new_metric["kind"] == "dense":
             # the adapted metric estimates the posterior's own sds: where
             # they exceed the Laplace ones (skewed, heavy-tailed posteriors)
             # the bounds follow them
-            center, sd, max_sds = self.spec.bounds
+            center, sd, max_sds = bounds
             F = np.asarray(new_metric["factor"])
-            self.spec.bounds = (center, np.maximum(sd, np.sqrt(np.einsum("ij,ij->i", F, F))),
-                                max_sds)
+            bounds = (center, np.maximum(sd, np.sqrt(np.einsum("ij,ij->i", F, F))), max_sds)
+        self.spec = replace(self.spec, metric=new_metric, bounds=bounds)
 
 
 def chain_workers(n_jobs, n_chains):
