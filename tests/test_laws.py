@@ -139,3 +139,25 @@ def test_the_torch_steps_are_the_law(name):
     np.testing.assert_allclose(st["theta"].numpy(), z, rtol=1e-12, atol=1e-13)
     if rr is not None:
         np.testing.assert_allclose(st["r"].numpy(), rr, rtol=1e-12, atol=1e-13)
+
+
+# ------------------------------------------------------- the Metropolis rule
+@pytest.mark.parametrize("c, s2, T", [(0.3, 0.6 * 1.3, 1.3), (0.21, 0.05, 0.7)])
+def test_the_metropolis_rule_is_the_langevin_proposals_ratio(c, s2, T):
+    """``py_mala_log_ratio`` (the rule both engines' MALA call) equals the log
+    of ``pi(z') q(z | z') / (pi(z) q(z' | z))`` written from the Gaussian
+    proposal ``q(z' | z) = N(z - c g, s^2)`` directly."""
+    rng = np.random.default_rng(7)
+    z, z_new, g, g_new = (rng.standard_normal(9) for _ in range(4))
+    U, U_new = 1.7, 2.4
+
+    def log_q(to, frm, grad):
+        return -np.sum((to - frm + c * grad) ** 2) / (2.0 * s2)
+
+    want = -(U_new - U) / T + log_q(z, z_new, g_new) - log_q(z_new, z, g)
+    got = _dynamics.py_mala_log_ratio(U_new - U, float((z_new - z) @ (g + g_new)),
+                                      float(g @ g), float(g_new @ g_new), c, s2, T)
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+    assert _dynamics.py_accept_prob(got) == pytest.approx(min(1.0, np.exp(want)), rel=1e-12)
+    assert _dynamics.py_accept_prob(float("nan")) == 0.0
+    assert _dynamics.py_accept_prob(3.0) == 1.0

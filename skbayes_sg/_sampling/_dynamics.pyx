@@ -20,7 +20,8 @@ from libc.math cimport cos, exp, expm1, isfinite, sin, sqrt
 from libc.string cimport memcpy
 
 from ._coefficients cimport friction_noise, langevin_coefficients, ou_coefficients
-from ._laws cimport (LAW_BAOAB, LAW_SGHMC, LAW_SGLD, LAW_ULD, Law, drift, kick, langevin_move,
+from ._laws cimport (LAW_BAOAB, LAW_SGHMC, LAW_SGLD, LAW_ULD, Law, accept_prob, drift, kick,
+                     langevin_move, mala_log_ratio,
                      noise_factor, one_step_law as law_one_step,
                      ou_move, pair_move, psgld_move, sghmc_move, sgnht_move,
                      uld_move)
@@ -33,14 +34,6 @@ from numpy.random.c_distributions cimport random_standard_normal_fill, random_st
 # far below the posterior's scale would otherwise cost without bound; NUTS
 # caps its trees the same way)
 cdef int MAX_LEAPFROG = 1024
-
-
-cdef inline double _accept_prob(double log_ratio) noexcept nogil:
-    if not isfinite(log_ratio):
-        return 0.0
-    if log_ratio >= 0.0:
-        return 1.0
-    return exp(log_ratio)
 
 
 cdef inline void _rotate(double* z, double* p, intp n, double c, double s, double omega,
@@ -283,7 +276,7 @@ cdef class SGLD(Dynamics):
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
         cdef intp j
         cdef double c = self.law.c, s = self.law.s
-        cdef double u1, fwd = 0.0, back = 0.0, v, a
+        cdef double u1, delta, dg = 0.0, gg = 0.0, gg_new = 0.0, a
         if not self.metropolis:
             oracle.gradient(theta, &self.grad[0])
             random_standard_normal_fill(rng, self.dim, &self.noise[0])
@@ -296,13 +289,14 @@ cdef class SGLD(Dynamics):
         random_standard_normal_fill(rng, self.dim, &self.noise[0])
         for j in range(self.dim):
             self.proposal[j] = langevin_move(theta[j], self.cache_grad[j], self.noise[j], c, s)
-            fwd += self.noise[j] * self.noise[j]
         u1 = oracle.gradient_potential(&self.proposal[0], &self.grad2[0])
         for j in range(self.dim):
-            v = (theta[j] - self.proposal[j] + c * self.grad2[j]) / s
-            back += v * v
-        a = _accept_prob(-(u1 - self.cache_potential) / self.temperature
-                         + 0.5 * fwd - 0.5 * back)
+            delta = self.proposal[j] - theta[j]
+            dg += delta * (self.cache_grad[j] + self.grad2[j])
+            gg += self.cache_grad[j] * self.cache_grad[j]
+            gg_new += self.grad2[j] * self.grad2[j]
+        a = accept_prob(mala_log_ratio(u1 - self.cache_potential, dg, gg, gg_new, c, s * s,
+                                       self.temperature))
         if random_standard_uniform(rng) < a:
             memcpy(theta, &self.proposal[0], self.dim * sizeof(double))
             memcpy(&self.cache_grad[0], &self.grad2[0], self.dim * sizeof(double))
@@ -561,7 +555,7 @@ cdef class SGHMCLeapfrog(Dynamics):
             return
         for j in range(self.dim):
             kin1 += self.momentum[j] * self.momentum[j]
-        a = _accept_prob((u0 - u1 + 0.5 * (kin0 - kin1)) / self.temperature)
+        a = accept_prob((u0 - u1 + 0.5 * (kin0 - kin1)) / self.temperature)
         if random_standard_uniform(rng) < a:
             memcpy(&self.cache_grad[0], &self.grad[0], self.dim * sizeof(double))
             self.cache_potential = u1
@@ -960,3 +954,17 @@ def law_move(Dynamics dynamics, z, r, g, xi1, xi2=None, bint partial=False):
         else:
             pair_move(&dynamics.law, &zv[j], &rv[j], a, gv[j], x1[j], x2[j], partial)
     return np.asarray(zv), (None if dynamics.law.kind == LAW_SGLD else np.asarray(rv))
+
+
+def py_mala_log_ratio(double du, double delta_dot_gsum, double gg, double gg_new, double c,
+                      double s2, double T):
+    """The Metropolis log ratio of a Langevin proposal ``z' = z - c g + s xi``
+    (``laws.h.tp``, the linear engine's own): ``du = U(z') - U(z)``,
+    ``delta_dot_gsum = (z' - z).(g + g')``, ``gg = |g|^2``, ``gg_new = |g'|^2``,
+    ``s2 = s^2``.  The network's MALA calls it."""
+    return mala_log_ratio(du, delta_dot_gsum, gg, gg_new, c, s2, T)
+
+
+def py_accept_prob(double log_ratio):
+    """``min(1, exp(log_ratio))``, 0 where it is not finite (``laws.h.tp``)."""
+    return accept_prob(log_ratio)

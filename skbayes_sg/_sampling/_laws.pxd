@@ -50,6 +50,11 @@ cdef extern from "laws.h" nogil:
     double sgnht_move "skb_sgnht_move_f64" (double* z, double* p, double g, double xi,
                                            double h, double keep, double s)
 
+    # the Metropolis rule (both engines: the network through _dynamics' def twins)
+    double mala_log_ratio "skb_mala_log_ratio" (double du, double delta_dot_gsum, double gg,
+                                                double gg_new, double c, double s2, double T)
+    double accept_prob "skb_accept_prob" (double log_ratio)
+
 
 cdef struct Law:
     # x -> M x + u + N(0, C): M row-major, C as (c00, c01, c11)

@@ -29,12 +29,12 @@ engine's rule itself) toward the acceptance rate of the SGLD file's
 are a Markov chain with the posterior as its stationary law.
 """
 
-import math
-
 import torch
 
-# the linear engine's dual averaging (one definition, _dual_averaging.pxd)
+# the linear engine's dual averaging (one definition, _dual_averaging.pxd) and
+# Metropolis rule (laws.h.tp)
 from .._sampling._dual_averaging import DualAveraging
+from .._sampling._dynamics import py_accept_prob, py_mala_log_ratio
 
 
 class NetworkMetropolis:
@@ -129,10 +129,11 @@ class NetworkMetropolis:
         U_prop, loss_prop, g_prop = self._evaluate(estimate, prop, self._cbuf_prop)
         gg_prop = float(torch.dot(g_prop, g_prop))
         delta = torch.sub(prop, theta, out=self._work)
-        log_r = (-(U_prop - self._U)
-                 + 0.5 * (float(torch.dot(delta, g)) + float(torch.dot(delta, g_prop)))
-                 + 0.25 * dyn.h * (self._gg - gg_prop)) / dyn.T
-        accept = math.exp(min(0.0, log_r)) if math.isfinite(log_r) else 0.0
+        # the linear engine's Metropolis rule (one definition, laws.h.tp)
+        log_r = py_mala_log_ratio(
+            U_prop - self._U, float(torch.dot(delta, g)) + float(torch.dot(delta, g_prop)),
+            self._gg, gg_prop, dyn.h, 2.0 * dyn.h * dyn.T, dyn.T)
+        accept = py_accept_prob(log_r)
         u = float(torch.rand((), generator=self.runner.g, device=self.runner.device,
                              dtype=torch.float64))
         if u < accept:
