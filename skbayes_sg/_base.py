@@ -104,6 +104,39 @@ class PosteriorPredictiveMixin:
                              "the targets of the rows of X.")
         return self._model_spec().validate_targets(y)
 
+    def log_likelihood(self, X, y):
+        """Every posterior draw's log-likelihood of every row.
+
+        ``log p(y_i | x_i, theta_s)`` with every constant (ridge: the Gaussian
+        density at ``noise_var_``; Poisson: with ``log y!``; logistic: the
+        log-probability of the observed class), the pointwise quantity of
+        leave-one-out cross-validation and WAIC
+        (:func:`skbayes_sg.diagnostics.loo`) and of the ArviZ export's
+        ``log_likelihood`` group.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The rows.
+        y : array-like of shape (n_samples,)
+            Their observations (class labels for a classifier).
+
+        Returns
+        -------
+        log_lik : ndarray of shape (n_samples, n_draws)
+            Column ``c * n_samples_kept + s`` is the draw ``coef_samples_[c, s]``
+            (chain-major, as ``sample_y(X, n_draws=None)``).
+        """
+        X = self._validate_X_predict(X)
+        target = self._likelihood_target(np.asarray(y).ravel(), X.shape[0])
+        glm = self._model_spec()
+        out = np.empty((X.shape[0], self._n_draws()))
+        for rows, Z in self._linear_predictor_draws(X):
+            r, S, K = Z.shape
+            logp = glm.log_predictive(Z.reshape(r * S, K), np.repeat(target[rows], S))
+            out[rows] = logp.reshape(r, S)
+        return out
+
     def _draw_observations(self, Z, rng):
         """One observation per entry of ``Z[:, :, 0]`` from ``p(y | z)``:
         ``Z`` of shape (rows, m, K) -> (rows, m)."""
@@ -511,21 +544,6 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
             icpt = icpt[:, :, None]
         S = coef.shape[0] * coef.shape[1]
         return coef.reshape(S, coef.shape[2], coef.shape[3]), icpt.reshape(S, icpt.shape[2])
-
-    def _log_likelihood_draws(self, X, y):
-        """``log p(y_i | x_i, theta_s)``, shape (n_samples, n_draws): the
-        fitted model's log predictive density from the registry
-        (``GLM.log_predictive``: the potential the sampler uses plus every
-        constant); for the ArviZ export."""
-        X = self._validate_X_predict(X)
-        target = self._likelihood_target(np.asarray(y).ravel(), X.shape[0])
-        glm = self._model_spec()
-        out = np.empty((X.shape[0], self._n_draws()))
-        for rows, Z in self._linear_predictor_draws(X):
-            r, S, K = Z.shape
-            logp = glm.log_predictive(Z.reshape(r * S, K), np.repeat(target[rows], S))
-            out[rows] = logp.reshape(r, S)
-        return out
 
     def _n_draws(self):
         return int(np.prod(np.shape(self.intercept_samples_)[:2]))

@@ -1325,12 +1325,12 @@ def _registry_entry(model):
 def _log_predictive_density(est, X, t):
     """log p(t_i | x_i) under the posterior predictive: the log of the mean
     over the draws of the model's density (the registry's log predictive,
-    ``est._log_likelihood_draws``), by blocks of rows."""
+    ``est.log_likelihood``), by blocks of rows."""
     S = int(np.prod(np.shape(est.intercept_samples_)[:2]))
     rows = max(1, 2 ** 22 // S)
     out = np.empty(X.shape[0])
     for start in range(0, X.shape[0], rows):
-        logp = est._log_likelihood_draws(X[start:start + rows], t[start:start + rows])
+        logp = est.log_likelihood(X[start:start + rows], t[start:start + rows])
         out[start:start + rows] = logsumexp(logp, axis=1) - np.log(S)
     return out
 

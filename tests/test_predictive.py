@@ -194,5 +194,25 @@ def test_export_of_a_pipeline_transforms_X():
         n_samples=100, n_jobs=1, random_state=0)), X, y)
     idata = to_inference_data(pipe, X, y)
     est = pipe[-1]
-    expected = est._log_likelihood_draws(pipe[0].transform(X), y).T
+    expected = est.log_likelihood(pipe[0].transform(X), y).T
     np.testing.assert_allclose(idata.log_likelihood["y"].values.reshape(-1, 40), expected)
+
+
+def test_log_likelihood_is_each_draws_density_of_each_row():
+    """``log_likelihood`` against the Gaussian density written here: ridge's
+    ``N(y | x^T w_s + b_s, noise_var_)`` for every row and draw, in
+    ``coef_samples_`` order (chain-major)."""
+    from scipy.stats import norm
+    from skbayes_sg import SGMCMCRidge
+    rng = np.random.RandomState(5)
+    X = rng.normal(size=(30, 2))
+    y = X @ [1.0, -0.5] + 0.3 + rng.normal(size=30)
+    est = _fit(SGMCMCRidge(n_samples=50, n_chains=2, random_state=0), X, y)
+    W = est.coef_samples_.reshape(-1, 2)
+    b = est.intercept_samples_.reshape(-1)
+    want = norm.logpdf(y[:, None], loc=X @ W.T + b, scale=np.sqrt(est.noise_var_))
+    got = est.log_likelihood(X, y)
+    assert got.shape == (30, 100)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    with pytest.raises(ValueError, match="y has 29 values for 30 rows"):
+        est.log_likelihood(X, y[:29])

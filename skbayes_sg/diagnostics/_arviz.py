@@ -192,20 +192,19 @@ def _observation_groups(pipeline, X, y, posterior, shape, posterior_predictive,
     model, X = _final_estimator_and_features(pipeline, X)
     groups, lp = {}, None
     if y is not None:
-        if not hasattr(model, "_log_likelihood_draws"):
+        if not hasattr(model, "log_likelihood"):
             raise ValueError(f"{type(model).__name__} has no pointwise log likelihood; "
                              "call to_inference_data without y.")
         y = np.asarray(y).ravel()
-        loglik = model._log_likelihood_draws(X, y).T.reshape(chains, draws, -1)
+        loglik = model.log_likelihood(X, y).T.reshape(chains, draws, -1)
         groups["log_likelihood"] = {"y": loglik}
         groups["observed_data"] = {"y": y}
         lp = loglik.sum(axis=2) + _log_prior(model, posterior)
     if posterior_predictive:
-        if not hasattr(model, "_predictive_draws"):
+        if not hasattr(model, "sample_y"):
             raise ValueError(f"{type(model).__name__} draws no observations; pass "
                              "posterior_predictive=False.")
-        from sklearn.utils import check_random_state
-        pred = model._predictive_draws(X, check_random_state(random_state))
+        pred = model.sample_y(X, n_draws=None, random_state=random_state)
         groups["posterior_predictive"] = {"y": pred.T.reshape(chains, draws, -1)}
     return groups, lp, X.shape[0]
 

@@ -276,9 +276,9 @@ def _log_likelihood_of(data, X, y, var_name):
                              "data it was fitted on).")
         final = _final_estimator(data)
         model, Xt = _final_estimator_and_features(data, X)
-        if not hasattr(model, "_log_likelihood_draws"):
+        if not hasattr(model, "log_likelihood"):
             raise ValueError(f"{type(model).__name__} has no pointwise log likelihood.")
-        ll = model._log_likelihood_draws(Xt, np.asarray(y).ravel()).T
+        ll = model.log_likelihood(Xt, np.asarray(y).ravel()).T
         chains, draws = np.shape(final.coef_samples_)[:2]
         temperature = float(getattr(final, "temperature_", getattr(final, "temperature", 1.0)))
         return ll.reshape(chains, draws, -1), temperature, data

@@ -311,9 +311,10 @@ class NetworkPosteriorMixin:
                 "y": self.classes_[pred].reshape(chains, n_draws, -1)}
         return groups, lp, X.shape[0]
 
-    def _log_likelihood_draws(self, X, y):
-        """``log p(y_i | x_i, theta_s)``, shape (n_rows, n_chains * n_kept):
-        every draw's log-likelihood of every row, as the linear estimators'
+    def log_likelihood(self, X, y):
+        """Every draw's log-likelihood of every row, ``log p(y_i | x_i,
+        theta_s)`` for labels ``y`` in ``classes_``: shape (n_samples,
+        n_chains * n_kept), draws chain-major, as the linear estimators'
         (read by :func:`skbayes_sg.diagnostics.loo` and ``compare``)."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
