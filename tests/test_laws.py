@@ -57,6 +57,12 @@ def _closed_form(name, kappa, a, partial):
         s = py_friction_noise(GAMMA, T, h)
         return (np.array([[1.0, h], [-h * a, 1.0 - h * GAMMA]]), np.array([0.0, -h * BETA]),
                 np.array([[0.0, 0.0], [0.0, s * s]]))
+    if name == "sgnht":
+        # the thermostat at its start, xi = A: p' = keep p - h g + s eta, z' = z + h p'
+        s, keep = py_friction_noise(GAMMA, T, h), 1.0 - h * GAMMA
+        return (np.array([[1.0 - h * h * a, h * keep], [-h * a, keep]]),
+                np.array([-h * h * BETA, -h * BETA]), np.array([[h * h * s * s, h * s * s],
+                                                                [h * s * s, s * s]]))
     if name == "uld":
         e_xx, e_xv, e_vx, e_vv, f_x, f_v, l_vv, l_xv, l_xx = _dynamics.uld_coefficients(
             h, GAMMA, 0.8, T, kappa)
@@ -75,13 +81,16 @@ def _dynamics_of(name, kappa):
         return _dynamics.SGHMC(1, H, T, friction=GAMMA, reference_precision=kappa)
     if name == "uld":
         return _dynamics.ULD(1, H, T, friction=GAMMA, inv_mass=0.8, reference_precision=kappa)
+    if name == "sgnht":
+        return _dynamics.SGNHT(1, H, T, diffusion=GAMMA, reference_precision=kappa)
     return _dynamics.BAOAB(1, H, T, friction=GAMMA, reference_precision=kappa)
 
 
 @pytest.mark.parametrize("a", [0.3, 1.9])
 @pytest.mark.parametrize("kappa", [0.0, 0.7])
 @pytest.mark.parametrize("name, partial", [("sgld", False), ("sghmc", False), ("uld", False),
-                                           ("baoab", False), ("baoab", True)])
+                                           ("baoab", False), ("baoab", True),
+                                           ("sgnht", False)])
 def test_the_one_step_law_is_the_closed_form(name, partial, kappa, a):
     M, u, noise = _dynamics.one_step_law(_dynamics_of(name, kappa), a, BETA, partial)
     want_M, want_u, want_C = _closed_form(name, kappa, a, partial)
@@ -91,8 +100,8 @@ def test_the_one_step_law_is_the_closed_form(name, partial, kappa, a):
 
 
 def test_a_dynamics_without_a_per_coordinate_law_says_so():
-    with pytest.raises(ValueError, match="SGNHT has no per-coordinate"):
-        _dynamics.one_step_law(_dynamics.SGNHT(1, H, T))
+    with pytest.raises(ValueError, match="PSGLD has no per-coordinate"):
+        _dynamics.one_step_law(_dynamics.PSGLD(1, H, T))
 
 
 # --------------------------------------------------------- the torch twin
@@ -115,7 +124,7 @@ class _Runner:
         return out
 
 
-@pytest.mark.parametrize("name", ["sgld", "sghmc", "uld", "baoab"])
+@pytest.mark.parametrize("name", ["sgld", "sghmc", "uld", "baoab", "sgnht"])
 def test_the_torch_steps_are_the_law(name):
     """One torch step (the network's GPU path, float64) equals the compiled
     law's move on the same gradient ``c buf + alpha theta`` and draws (the
@@ -128,8 +137,10 @@ def test_the_torch_steps_are_the_law(name):
     theta, r, buf, xi1, xi2 = (rng.standard_normal(n) for _ in range(5))
     runner = _Runner([torch.tensor(xi1), torch.tensor(xi2)], n, alpha)
     step = {"sgld": _net_dynamics.SGLD, "sghmc": _net_dynamics.SGHMC,
-            "uld": _net_dynamics.ULD, "baoab": _net_dynamics.BAOAB}[name](runner)
-    st = {"theta": torch.tensor(theta), "r": torch.tensor(r), "p_mid": False}
+            "uld": _net_dynamics.ULD, "baoab": _net_dynamics.BAOAB,
+            "sgnht": _net_dynamics.SGNHT}[name](runner)
+    st = {"theta": torch.tensor(theta), "r": torch.tensor(r), "p_mid": False,
+          "thermostat": torch.tensor(GAMMA, dtype=torch.float64)}
     step.update(st, torch.tensor(buf), c)
 
     # BAOAB's network step is the opening kick, A O A (the closing kick waits

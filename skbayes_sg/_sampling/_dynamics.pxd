@@ -105,4 +105,4 @@ cdef class BAOAB(MomentumDynamics):
 
 cdef class SGNHT(MomentumDynamics):
     cdef double diffusion           # A: the injected noise is sqrt(2 A T h) xi
-    cdef double thermostat          # xi: the adaptive friction
+    # law.gamma: the thermostat xi, the adaptive friction

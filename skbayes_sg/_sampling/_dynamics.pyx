@@ -20,7 +20,7 @@ from libc.math cimport cos, exp, expm1, isfinite, sin, sqrt
 from libc.string cimport memcpy
 
 from ._coefficients cimport friction_noise, langevin_coefficients, ou_coefficients
-from ._laws cimport (LAW_BAOAB, LAW_SGHMC, LAW_SGLD, LAW_ULD, Law, accept_prob, drift, kick,
+from ._laws cimport (LAW_BAOAB, LAW_SGHMC, LAW_SGLD, LAW_SGNHT, LAW_ULD, Law, accept_prob, drift, kick,
                      langevin_move, mala_log_ratio,
                      noise_factor, one_step_law as law_one_step,
                      ou_move, pair_move, psgld_move, sghmc_move, sgnht_move,
@@ -848,25 +848,33 @@ cdef class SGNHT(MomentumDynamics):
 
     def __init__(self, Py_ssize_t dim, double step_size, double temperature=1.0,
                  double diffusion=1.0, p0=None, double reference_precision=0.0):
-        Dynamics.__init__(self, dim, step_size, temperature, reference_precision)
         if not diffusion > 0:
             raise ValueError("diffusion must be > 0")
         self.diffusion = diffusion
-        self.thermostat = diffusion
+        self.law.gamma = diffusion          # the thermostat starts at A
+        Dynamics.__init__(self, dim, step_size, temperature, reference_precision)
         self._set_momentum(p0, dim)
 
+    law_kind = LAW_SGNHT
+
+    cdef void set_step(self, double h) noexcept nogil:
+        self.law.h = h
+        self.law.s = friction_noise(self.diffusion, self.temperature, h)
+
     cdef void step(self, double* theta, GradientOracle oracle, bitgen_t* rng) noexcept nogil:
+        # the law's friction is the thermostat: fixed over a step, it couples
+        # the coordinates through the kinetic sum after it
         cdef intp j
         cdef double h = self.law.h
-        cdef double s = friction_noise(self.diffusion, self.temperature, h)
-        cdef double keep = 1.0 - h * self.thermostat
+        cdef double s = self.law.s
+        cdef double keep = 1.0 - h * self.law.gamma
         cdef double p, kinetic = 0.0
         oracle.gradient(theta, &self.grad[0])
         random_standard_normal_fill(rng, self.dim, &self.noise[0])
         for j in range(self.dim):
             p = sgnht_move(&theta[j], &self.momentum[j], self.grad[j], self.noise[j], h, keep, s)
             kinetic += p * p
-        self.thermostat += h * (kinetic / self.dim - self.temperature)
+        self.law.gamma += h * (kinetic / self.dim - self.temperature)
 
     cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
                              int x_mode) noexcept nogil:
@@ -875,12 +883,12 @@ cdef class SGNHT(MomentumDynamics):
         #   MOMENTUM_STOP (p_{k+1}=0): x = (h xi - 1) p_k / s
         cdef intp j
         cdef double h = self.law.h
-        cdef double s = friction_noise(self.diffusion, self.temperature, h)
+        cdef double s = self.law.s
         cdef double xs
         if x_mode == EWSG_X_MOMENTUM_STOP:
-            xs = (h * self.thermostat - 1.0) / s
+            xs = (h * self.law.gamma - 1.0) / s
         else:
-            xs = h * self.thermostat / s
+            xs = h * self.law.gamma / s
         for j in range(self.dim):
             scale[j] = h / s
             shift[j] = xs * self.momentum[j]
@@ -888,15 +896,15 @@ cdef class SGNHT(MomentumDynamics):
     @property
     def thermostat(self):
         """The current friction xi."""
-        return self.thermostat
+        return self.law.gamma
 
     def get_state(self):
-        return {**MomentumDynamics.get_state(self), "thermostat": np.array([self.thermostat])}
+        return {**MomentumDynamics.get_state(self), "thermostat": np.array([self.law.gamma])}
 
     def set_state(self, state):
         MomentumDynamics.set_state(self, state)
         if "thermostat" in state:
-            self.thermostat = float(state["thermostat"][0])
+            self.law.gamma = float(state["thermostat"][0])
 
 
 def one_step_law(Dynamics dynamics, double a=1.0, double beta=1.0, bint partial=False):
@@ -945,7 +953,8 @@ def law_move(Dynamics dynamics, z, r, g, xi1, xi2=None, bint partial=False):
                                                      dtype=np.float64)
     cdef intp j
     # the move's gradient is a z + beta (ULD's and BAOAB's remainder (a - kappa) z + beta)
-    cdef double a = 0.0 if dynamics.law.kind == LAW_SGHMC else dynamics.law.kappa
+    cdef double a = (dynamics.law.kappa if dynamics.law.kind in (LAW_ULD, LAW_BAOAB)
+                     else 0.0)
     if dynamics.law_kind is None:
         raise ValueError("%s has no per-coordinate law" % type(dynamics).__name__)
     for j in range(zv.shape[0]):

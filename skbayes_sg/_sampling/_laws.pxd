@@ -33,6 +33,7 @@ cdef extern from "laws.h" nogil:
         LAW_SGHMC "SKB_LAW_SGHMC"
         LAW_ULD "SKB_LAW_ULD"
         LAW_BAOAB "SKB_LAW_BAOAB"
+        LAW_SGNHT "SKB_LAW_SGNHT"
 
     # the moves (double; the fused network kernels call the float ones too)
     double langevin_move "skb_langevin_move_f64" (double z, double g, double xi, double c,
@@ -68,13 +69,16 @@ cdef struct Law:
 cdef inline void pair_move(const LawCoefficients* q, double* z, double* r, double a,
                            double beta, double xi1, double xi2, bint partial) noexcept nogil:
     """One step of a momentum coordinate whose gradient is ``a z + beta``
-    (SGHMC, ULD, BAOAB's B A O A B, or with ``partial`` its B A O A)."""
+    (SGHMC, ULD, BAOAB's B A O A B, or with ``partial`` its B A O A; SGNHT at
+    its current thermostat, ``gamma``)."""
     cdef double ae = a - q.kappa
     cdef double t = 0.5 * q.h
     if q.kind == LAW_SGHMC:
         sghmc_move(z, r, a * z[0] + beta, xi1, q.h, q.gamma, q.s)
     elif q.kind == LAW_ULD:
         uld_move(z, r, ae * z[0] + beta, xi1, xi2, q)
+    elif q.kind == LAW_SGNHT:
+        sgnht_move(z, r, a * z[0] + beta, xi1, q.h, 1.0 - q.h * q.gamma, q.s)
     else:
         r[0] = kick(r[0], ae * z[0] + beta, t)
         drift(z, r, q.rot_c, q.rot_s, q.omega, t)

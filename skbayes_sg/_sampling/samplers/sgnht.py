@@ -9,10 +9,8 @@ Kernels: ``_dynamics.SGNHT`` (Cython), the network's
 ``neural_network._net_dynamics.SGNHT``; no lazy step (the thermostat reads
 every coordinate each step).
 """
-import numpy as np
-
 from .._definitions import DynamicsSpec
-from ._common import (FRICTIONS, Linear, prepare_underdamped, restore, start_momentum,
+from ._common import (FRICTIONS, law_step, prepare_underdamped, restore, start_momentum,
                       unit_momentum_variance)
 
 #: its place in the lists of the docs and error messages
@@ -44,11 +42,10 @@ def build(dim, cfg, state, generator):
 
 
 def linear_step(h, friction):
-    # the thermostat linearised at its start, xi = A (the friction): Euler
-    # SGHMC with the momentum updated first.  With gradient noise the
-    # thermostat settles above A and takes back part of the noise's
-    # inflation, so the model is conservative for it.
-    A = np.array([[1.0 - h * h, h * (1.0 - h * friction)], [-h, 1.0 - h * friction]])
-    from .._coefficients import py_friction_noise
-    return Linear(A, np.array([[-h * h], [-h]]),
-                  py_friction_noise(friction, 1.0, h) * np.array([[h], [1.0]]))
+    """The kernel's own law on the unit Gaussian (T = 1) with the thermostat
+    at its start, xi = A (the friction): Euler SGHMC with the momentum
+    updated first.  With gradient noise the thermostat settles above A and
+    takes back part of the noise's inflation, so the model is conservative
+    for it."""
+    from .. import _dynamics
+    return law_step(_dynamics.SGNHT(1, h, 1.0, diffusion=friction, reference_precision=1.0))
