@@ -255,8 +255,9 @@ def test_each_update_law_is_written_once():
     draw); the lazy kernel reads no step coefficient a move carries (it
     reads its one-step maps off the moves, ``_laws.one_step_law``)."""
     names = _law_names()
-    defined = re.compile(r"(?:cdef\s+inline|static\s+inline|cdef|cpdef|def)\s[^(=]*?\b(?:skb_)?(%s)"
-                         r"(?:_f32|_f64|_\{\{SUF\}\})?\s*\(" % "|".join(sorted(names)))
+    defined = re.compile(r"(?:cdef\s+inline|static\s+inline|cdef|cpdef|def)\s[^(=]*?"
+                         r"\b(?:skb_)?(%s)(?:_f32|_f64|_\{\{SUF\}\})?\s*\("
+                         % "|".join(sorted(names)))
     for path in [*PACKAGE.rglob("*.pyx"), *PACKAGE.rglob("*.pxd"), *PACKAGE.rglob("*.tp")]:
         if path != LAW_FILE:
             found = defined.findall(path.read_text())

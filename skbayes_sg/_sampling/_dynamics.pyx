@@ -16,15 +16,14 @@ discretised.  kappa = 0 gives the classical integrators unchanged.
 """
 import numpy as np
 
-from libc.math cimport cos, exp, expm1, isfinite, sin, sqrt
+from libc.math cimport cos, expm1, sin, sqrt
 from libc.string cimport memcpy
 
 from ._coefficients cimport friction_noise, langevin_coefficients, ou_coefficients
-from ._laws cimport (LAW_BAOAB, LAW_SGHMC, LAW_SGLD, LAW_SGNHT, LAW_ULD, Law, accept_prob, drift, kick,
-                     langevin_move, mala_log_ratio,
-                     noise_factor, one_step_law as law_one_step,
-                     ou_move, pair_move, psgld_move, sghmc_move, sgnht_move,
-                     uld_move)
+from ._laws cimport (LAW_BAOAB, LAW_SGHMC, LAW_SGLD, LAW_SGNHT, LAW_ULD, Law, LawCoefficients,
+                     accept_prob, drift, kick, langevin_move, mala_log_ratio, noise_factor,
+                     one_step_law as law_one_step, ou_move, pair_move, psgld_move, sghmc_move,
+                     sgnht_move, uld_move)
 from ._dual_averaging cimport (dual_averaging_final, dual_averaging_start,
                                dual_averaging_update)
 from numpy.random cimport bitgen_t
@@ -576,7 +575,8 @@ cdef class SGHMCLeapfrog(Dynamics):
         cdef double reach = self.law.rot_s / omega if omega > 0 else h
         cdef double xs = 0.0
         if omega > 0:
-            xs = (1.0 - self.law.rot_c - reach * 0.5 * h * self.law.kappa) / (reach * sqrt(self.temperature))
+            xs = ((1.0 - self.law.rot_c - reach * 0.5 * h * self.law.kappa)
+                  / (reach * sqrt(self.temperature)))
         for j in range(self.dim):
             scale[j] = w
             shift[j] = xs * theta[j]
@@ -664,14 +664,15 @@ cdef class ULD(Dynamics):
         # x (auto): v' = v (the momentum analogue of r_{k+1} = r_k) and x' at its
         # gradient-free mean; MOMENTUM_STOP: v' = 0.
         cdef intp j
-        cdef double av = self.law.f_v / self.law.l_vv
-        cdef double ax = (self.law.f_x - self.law.l_xv * av) / self.law.l_xx if self.law.l_xx > 0 else 0.0
+        cdef const LawCoefficients* q = &self.law
+        cdef double av = q.f_v / q.l_vv
+        cdef double ax = (q.f_x - q.l_xv * av) / q.l_xx if q.l_xx > 0 else 0.0
         cdef double xv_coef, xx_coef, target, mean_v
         for j in range(self.dim):
             target = 0.0 if x_mode == EWSG_X_MOMENTUM_STOP else self.velocity[j]
-            mean_v = (self.law.e_vx + self.law.f_v * self.law.kappa) * theta[j] + self.law.e_vv * self.velocity[j]
-            xv_coef = (target - mean_v) / self.law.l_vv
-            xx_coef = -self.law.l_xv * xv_coef / self.law.l_xx if self.law.l_xx > 0 else 0.0
+            mean_v = (q.e_vx + q.f_v * q.kappa) * theta[j] + q.e_vv * self.velocity[j]
+            xv_coef = (target - mean_v) / q.l_vv
+            xx_coef = -q.l_xv * xv_coef / q.l_xx if q.l_xx > 0 else 0.0
             scale[j] = av
             shift[j] = xv_coef
             scale[self.dim + j] = ax

@@ -23,6 +23,10 @@ needed (formulas in the user guide, "Lazy sparse steps").
   of one step and the opening kick of the next: a touched coordinate keeps
   its data term pending until its next step.
 
+Every one-step law here is read off its dynamics' move, the code the eager
+loop runs (``_laws.one_step_law``, ``laws.h.tp``), and a touched coordinate
+takes that move itself: the lazy kernel writes no update of its own.
+
 A coordinate is brought up to date only when a row of the minibatch touches
 it, before its residuals are computed, and every coordinate at a kept draw
 and at the end of a run: the chain has the same law, step for step, as
