@@ -89,11 +89,11 @@ cdef class SGHMCLeapfrog(Dynamics):
     cdef void _kick(self, const double* theta, double t) noexcept nogil
 
 
-cdef class ULD(Dynamics):
+cdef class ULD(MomentumDynamics):
     # law.gamma: the friction; law.e_*, f_*, l_*: the exact step of the
-    # linear SDE with the remainder frozen (_laws.uld_move)
+    # linear SDE with the remainder frozen (_laws.uld_move); momentum: the
+    # velocity v
     cdef double inv_mass            # u
-    cdef double[::1] velocity       # v
     cdef double[::1] noise2
 
 

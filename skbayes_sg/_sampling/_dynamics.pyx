@@ -138,6 +138,9 @@ cdef class Dynamics:
     #: its kind in ``_laws.LawKind`` where the lazy kernel and the error
     #: model read its one-step law (:func:`one_step_law`), else None
     law_kind = None
+    #: a law per coordinate whose coordinates are coupled besides (SGNHT's
+    #: thermostat): the lazy kernel cannot run it
+    couples_coordinates = False
     has_momentum = False
 
     def start_adaptation(self, double target_accept=0.8, max_step=None):
@@ -377,17 +380,19 @@ cdef class MomentumDynamics(Dynamics):
     of the saved state (warm start, continued rounds)."""
 
     has_momentum = True
+    #: its entry in the saved state (the sampler definition's ``momentum_key``)
+    momentum_key = "momentum"
 
     def _set_momentum(self, p0, Py_ssize_t dim):
         self.momentum = np.zeros(dim) if p0 is None else np.array(p0, dtype=np.float64)
 
     def get_state(self):
-        return {**self._base_state(), "momentum": np.array(self.momentum)}
+        return {**self._base_state(), self.momentum_key: np.array(self.momentum)}
 
     def set_state(self, state):
         self._set_base_state(state)
-        if "momentum" in state:
-            self.momentum = np.array(state["momentum"], dtype=np.float64)
+        if self.momentum_key in state:
+            self.momentum = np.array(state[self.momentum_key], dtype=np.float64)
 
 
 cdef class SGHMC(MomentumDynamics):
@@ -594,7 +599,7 @@ cdef class SGHMCLeapfrog(Dynamics):
         return K if self.metropolis else K + 1.0
 
 
-cdef class ULD(Dynamics):
+cdef class ULD(MomentumDynamics):
     """SG underdamped Langevin with the exact Ornstein-Uhlenbeck step (Cheng et al.).
 
     dv = -gamma v dt - u grad U dt + sqrt(2 gamma u T) dB,  dx = v dt, integrated
@@ -633,7 +638,7 @@ cdef class ULD(Dynamics):
         self.ewsg_width = 2
         self.law.gamma = friction
         self.inv_mass = inv_mass
-        self.velocity = np.zeros(dim) if v0 is None else np.array(v0, dtype=np.float64)
+        self._set_momentum(v0, dim)           # the velocity v
         self.noise2 = np.zeros(dim)
         self._set_coefficients()
 
@@ -653,7 +658,7 @@ cdef class ULD(Dynamics):
         random_standard_normal_fill(rng, self.dim, &self.noise[0])
         random_standard_normal_fill(rng, self.dim, &self.noise2[0])
         for j in range(self.dim):
-            uld_move(&theta[j], &self.velocity[j], self.grad[j] - self.law.kappa * theta[j],
+            uld_move(&theta[j], &self.momentum[j], self.grad[j] - self.law.kappa * theta[j],
                      self.noise[j], self.noise2[j], &self.law)
 
     cdef void ewsg_whitening(self, const double* theta, double* scale, double* shift,
@@ -669,8 +674,8 @@ cdef class ULD(Dynamics):
         cdef double ax = (q.f_x - q.l_xv * av) / q.l_xx if q.l_xx > 0 else 0.0
         cdef double xv_coef, xx_coef, target, mean_v
         for j in range(self.dim):
-            target = 0.0 if x_mode == EWSG_X_MOMENTUM_STOP else self.velocity[j]
-            mean_v = (q.e_vx + q.f_v * q.kappa) * theta[j] + q.e_vv * self.velocity[j]
+            target = 0.0 if x_mode == EWSG_X_MOMENTUM_STOP else self.momentum[j]
+            mean_v = (q.e_vx + q.f_v * q.kappa) * theta[j] + q.e_vv * self.momentum[j]
             xv_coef = (target - mean_v) / q.l_vv
             xx_coef = -q.l_xv * xv_coef / q.l_xx if q.l_xx > 0 else 0.0
             scale[j] = av
@@ -678,17 +683,12 @@ cdef class ULD(Dynamics):
             scale[self.dim + j] = ax
             shift[self.dim + j] = xx_coef
 
-    has_momentum = True
-
-    def get_state(self):
-        return {**self._base_state(), "velocity": np.array(self.velocity)}
+    momentum_key = "velocity"
 
     def set_state(self, state):
-        self._set_base_state(state)
-        if "step_size" in state:      # a restored step brings its coefficients
+        MomentumDynamics.set_state(self, state)
+        if STEP_KEY in state:         # a restored step brings its coefficients
             self._set_coefficients()
-        if "velocity" in state:
-            self.velocity = np.array(state["velocity"], dtype=np.float64)
 
     def py_set_step(self, double h):
         """Change h (coefficients recomputed)."""
@@ -857,6 +857,7 @@ cdef class SGNHT(MomentumDynamics):
         self._set_momentum(p0, dim)
 
     law_kind = LAW_SGNHT
+    couples_coordinates = True
 
     cdef void set_step(self, double h) noexcept nogil:
         self.law.h = h

@@ -52,7 +52,8 @@ from ._chain import _segment_end, check_segment
 from ._laws cimport (LAW_BAOAB, LAW_SGHMC, LAW_SGLD, LAW_ULD, Law, LawCoefficients, kick,
                      langevin_move, one_step_law, pair_move, uld_move)
 from ._dataset cimport RowStore, CSR, SKB_PREFETCH, row_prefetch
-from ._dynamics cimport BAOAB, SGHMC, SGLD, ULD, Dynamics
+from ._dynamics cimport Dynamics, MomentumDynamics
+from ._dynamics import SGHMC
 from ._chain cimport SegmentBounds
 from ._interrupt cimport StopPoll
 from ._estimators cimport (ProblemStore, GradientEstimator, GLMEstimator, UniformSubsampling,
@@ -91,10 +92,10 @@ def lazy_supported(GradientEstimator estimator, dynamics, Metric metric, int ews
     cdef UniformSubsampling uni
     if estimator.P.X.layout != CSR or ewsg_chain_length > 0:
         return False
-    if type(dynamics) is SGLD:
-        if dynamics.metropolis:
-            return False
-    elif type(dynamics) not in (SGHMC, ULD, BAOAB):
+    # a law per coordinate, no coupling besides (its one-step maps are read off it)
+    if dynamics.law_kind is None or dynamics.couples_coordinates:
+        return False
+    if dynamics.law_kind == LAW_SGLD and dynamics.metropolis:
         return False
     if metric.kind != METRIC_IDENTITY and metric.kind != METRIC_DIAGONAL:
         return False
@@ -528,14 +529,10 @@ cdef class LazyChain:
         self.dynamics = dynamics
         self.q = _dyn_constants(dynamics, sm)
         if self.q.law.kind == LAW_SGLD:
-            c_grad = (<SGLD> dynamics).law.c
+            c_grad = dyn.law.c
             r0 = None
-        elif self.q.law.kind == LAW_ULD:
-            r0 = np.asarray((<ULD> dynamics).velocity)
-        elif self.q.law.kind == LAW_BAOAB:
-            r0 = np.asarray((<BAOAB> dynamics).momentum)
-        else:
-            r0 = np.asarray((<SGHMC> dynamics).momentum)
+        else:                  # the momentum or velocity of a pair law
+            r0 = np.asarray((<MomentumDynamics> dynamics).momentum)
         self.need_gradient = self.q.law.kind == LAW_BAOAB and not dyn.cache_valid
         # 64-byte aligned: each coordinate's record is exactly one cache line
         dtype = np.dtype([("x", "f8"), ("k1", "f8"), ("k2", "f8"), ("k3", "f8"),
@@ -673,12 +670,7 @@ cdef class LazyChain:
                             else c.x)
         if self.q.law.kind == LAW_SGLD:
             return
-        if self.q.law.kind == LAW_ULD:
-            r = (<ULD> self.dynamics).velocity
-        elif self.q.law.kind == LAW_BAOAB:
-            r = (<BAOAB> self.dynamics).momentum
-        else:
-            r = (<SGHMC> self.dynamics).momentum
+        r = (<MomentumDynamics> self.dynamics).momentum
         for j in range(self.dim):
             r[j] = self.coords[j].k2
         if self.q.law.kind == LAW_BAOAB and not self.need_gradient:
