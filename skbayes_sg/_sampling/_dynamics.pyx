@@ -979,3 +979,27 @@ def py_mala_log_ratio(double du, double delta_dot_gsum, double gg, double gg_new
 def py_accept_prob(double log_ratio):
     """``min(1, exp(log_ratio))``, 0 where it is not finite (``laws.h.tp``)."""
     return accept_prob(log_ratio)
+
+
+def law_kick(p, rem, double t):
+    """The law's kick ``p - t rem`` of every entry (``def`` twin of
+    ``laws.h.tp``'s; the error model applies it to coefficient vectors)."""
+    cdef double[::1] pv = np.array(p, dtype=np.float64)
+    cdef const double[::1] rv = np.ascontiguousarray(rem, dtype=np.float64)
+    cdef intp j
+    for j in range(pv.shape[0]):
+        pv[j] = kick(pv[j], rv[j], t)
+    return np.asarray(pv)
+
+
+def law_drift(Dynamics dynamics, z, p, double t):
+    """The law's drift of every entry of ``(z, p)`` over ``t``: the exact flow
+    of the reference Gaussian of ``dynamics`` (its ``law.rot_c``,
+    ``law.rot_s`` are the rotation over ``t``), a free drift when kappa = 0
+    (``def`` twin of ``laws.h.tp``'s).  Returns the new ``(z, p)``."""
+    cdef double[::1] zv = np.array(z, dtype=np.float64)
+    cdef double[::1] pv = np.array(p, dtype=np.float64)
+    cdef intp j
+    for j in range(zv.shape[0]):
+        drift(&zv[j], &pv[j], dynamics.law.rot_c, dynamics.law.rot_s, dynamics.law.omega, t)
+    return np.asarray(zv), np.asarray(pv)

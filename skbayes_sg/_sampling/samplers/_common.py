@@ -92,12 +92,6 @@ def law_step(dynamics):
     return Linear(M, u[:, None], noise)
 
 
-def rotation(t):
-    """The exact flow of the unit Gaussian's Hamiltonian over time t."""
-    c, s = np.cos(t), np.sin(t)
-    return np.array([[c, s], [-s, c]])
-
-
 def dynamics_frame(ctx, temperature):
     """Temperature and reference precision the dynamics run with.  A whitened
     metric carries the temperature in its scale (the oracle returns

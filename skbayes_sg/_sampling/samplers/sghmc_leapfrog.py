@@ -15,7 +15,7 @@ Kernels: ``_dynamics.SGHMCLeapfrog`` (Cython), the network's
 import numpy as np
 
 from .._definitions import DynamicsSpec
-from ._common import (Linear, MetropolisRule, dynamics_frame, restore, rotation,
+from ._common import (Linear, MetropolisRule, dynamics_frame, restore,
                       unit_momentum_variance)
 
 #: its place in the lists of the docs and error messages
@@ -75,22 +75,19 @@ def build(dim, cfg, state, generator):
 
 
 def linear_step(h, friction):
-    # fresh momentum; K split steps (kick with the noise only, exact
-    # rotation); z after K steps is linear in (z, p, eps_0..eps_K-1)
+    """A fresh momentum, then K leapfrog steps on the unit Gaussian (kappa =
+    T = 1), read off the kernel's own moves: each kick by its estimate's noise
+    alone (the remainder), each drift the exact rotation.  z after K steps is
+    linear in (z0, p0, eps_0 .. eps_K): the moves act on those coefficients."""
+    from .. import _dynamics
     K = max(1, int(np.ceil(TRAJECTORY / h)))
-    R = rotation(h)
-    zmap = np.array([1.0, 0.0])                      # coefficients of (z0, p0)
-    pmap = np.array([0.0, 1.0])
-    eps_z = np.zeros(K + 1)
-    eps_p = np.zeros(K + 1)
+    dyn = _dynamics.SGHMCLeapfrog(1, h, 1.0, n_leapfrog=K, reference_precision=1.0)
+    z = np.zeros(K + 3)                         # coefficients of (z0, p0, eps_0 .. eps_K)
+    p = np.zeros(K + 3)
+    z[0] = p[1] = 1.0
+    unit = np.eye(K + 3)
     for k in range(K):
-        pmap = pmap.copy()
-        eps_p[k] -= h / 2
-        new_z = R[0, 0] * zmap + R[0, 1] * pmap
-        new_p = R[1, 0] * zmap + R[1, 1] * pmap
-        new_ez = R[0, 0] * eps_z + R[0, 1] * eps_p
-        new_ep = R[1, 0] * eps_z + R[1, 1] * eps_p
-        zmap, pmap, eps_z, eps_p = new_z, new_p, new_ez, new_ep
-        eps_p[k + 1] -= h / 2
-    return Linear(np.array([[zmap[0]]]), eps_z[None, :], np.array([[zmap[1]]]),
-                  gradients=K + 1.0)
+        p = _dynamics.law_kick(p, unit[2 + k], h / 2)
+        z, p = _dynamics.law_drift(dyn, z, p, h)
+        p = _dynamics.law_kick(p, unit[3 + k], h / 2)
+    return Linear(np.array([[z[0]]]), z[None, 2:], np.array([[z[1]]]), gradients=K + 1.0)
