@@ -6,7 +6,11 @@ its one-step Gaussian map off the moves (``_dynamics.one_step_law``).  Here:
 * that map against the closed forms of the user guide, written
   independently in numpy (a move that drifted from its formula fails);
 * the network's torch steps, the one twin written apart, against the law
-  (``_dynamics.law_move``) on the same gradient and draws.
+  (``_dynamics.law_move``) on the same gradient and draws;
+* the Metropolis rule both engines call against the proposal's densities;
+* EWSG's whitening, still written per dynamics, against the law (SGLD,
+  SGHMC, ULD, SGNHT; BAOAB's and the leapfrog's whiten the next step's
+  kicks, which the one-step law does not describe).
 """
 import numpy as np
 import pytest
@@ -172,3 +176,39 @@ def test_the_metropolis_rule_is_the_langevin_proposals_ratio(c, s2, T):
     assert _dynamics.py_accept_prob(got) == pytest.approx(min(1.0, np.exp(want)), rel=1e-12)
     assert _dynamics.py_accept_prob(float("nan")) == 0.0
     assert _dynamics.py_accept_prob(3.0) == 1.0
+
+
+# ------------------------------------------------------- EWSG's whitening
+X_AUTO, X_MOMENTUM_STOP = 0, 3       # _dynamics.pxd's EwsgX
+
+
+@pytest.mark.parametrize("kappa", [0.0, 0.7])
+@pytest.mark.parametrize("name, x_mode", [("sgld", X_AUTO)] + [
+    (name, mode) for name in ("sghmc", "uld", "sgnht") for mode in (X_AUTO, X_MOMENTUM_STOP)])
+def test_the_ewsg_whitening_is_the_laws(name, x_mode, kappa):
+    """Each dynamics' ``ewsg_whitening`` (written per dynamics) against its
+    law: a step is ``x' = M x + u g + N xi`` (``one_step_law`` at a = 0, the
+    gradient as the drift), so at the target ``x'`` the draws are
+    ``xi = N^-1 (target - M x) + N^-1 (-u) g``: the whitening's ``shift`` and
+    ``scale``, over the components that carry noise.  The target keeps the
+    momentum (or stops it) and puts the position at its gradient-free mean."""
+    dyn = _dynamics_of(name, kappa)
+    z, r = 0.8, -0.45
+    if name != "sgld":
+        key = "velocity" if name == "uld" else "momentum"
+        dyn.set_state({key: np.array([r])})
+    scale, shift = dyn.py_ewsg_whitening(x_mode, theta=np.array([z]))
+    M, u, noise = _dynamics.one_step_law(dyn, 0.0, 1.0)
+    if name == "sgld":
+        np.testing.assert_allclose([scale[0], shift[0]], [-u[0] / noise[0, 0], 0.0], rtol=1e-13)
+        return
+    mean = M @ [z, r]
+    target_r = 0.0 if x_mode == X_MOMENTUM_STOP else r
+    if name == "uld":          # both draws carry noise: the 2 x 2 factor
+        want_scale = np.linalg.solve(noise, -u)
+        want_shift = np.linalg.solve(noise, [0.0, target_r - mean[1]])
+    else:                      # one draw, on the momentum
+        want_scale = [-u[1] / noise[1, 0]]
+        want_shift = [(target_r - mean[1]) / noise[1, 0]]
+    np.testing.assert_allclose(scale, want_scale, rtol=1e-11, atol=1e-14)
+    np.testing.assert_allclose(shift, want_shift, rtol=1e-11, atol=1e-14)
