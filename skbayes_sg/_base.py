@@ -23,7 +23,7 @@ from threadpoolctl import threadpool_limits
 from ._dask_rows import is_dask_collection, sample_rows
 from ._results import FitResultsMixin
 from ._sampling import _schedule
-from ._sampling._chain import EWSG_X_MODES
+from ._sampling._kernel_rules import EWSG_X_MODES
 from ._sampling._context import FitContext, FitSettings
 from ._sampling._noise_measure import batch_remeasure
 from ._sampling._registry import SAMPLERS, SUBSAMPLINGS

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from ._sampling import _error_model, _schedule
-from ._sampling._chain import EWSG_CYCLIC_MESSAGE
+from ._sampling._kernel_rules import EWSG_CYCLIC_MESSAGE
 from ._sampling._draws import resolve_budget, resolve_dtype
-from ._sampling._lazy import on_lazy_grid
+from ._sampling._kernel_rules import on_lazy_grid
 from ._sampling._metric import Metric
 from ._sampling._registry import (
     ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise, noise_per_row)

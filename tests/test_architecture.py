@@ -309,6 +309,43 @@ def test_the_estimator_base_reads_no_other_objects_private_state():
     assert _private_reads(PACKAGE / "_sampling" / "_registry.py") == []
 
 
+#: the modules that decide a fit's settings: the package's own modules and
+#: the sampling package's policy (the schedule, the specs, the error model)
+POLICY_MODULES = sorted(PACKAGE.glob("*.py")) + [
+    PACKAGE / "_sampling" / f"{name}.py"
+    for name in ("_schedule", "_specs", "_definitions", "_error_model", "_context")]
+
+
+def _names_from_compiled_modules(path):
+    """``[(module, name)]`` that ``path`` imports from a compiled (``.pyx``) module."""
+    compiled = {p.stem for p in PACKAGE.rglob("*.pyx")}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.split(".")[-1] in compiled:
+                found += [(node.module, a.name) for a in node.names]
+    return found
+
+
+def _is_a_type(name):
+    return name[:1].isupper() and not name.isupper()
+
+
+def test_the_policy_takes_no_rule_or_message_from_a_compiled_kernel(tmp_path):
+    """A rule, a constant or a message the kernels enforce is written in a
+    Python module (``_sampling/_kernel_rules.py``) that both the kernels and
+    the policy read; the policy imports only types (``Metric``) from a
+    compiled module."""
+    for path in POLICY_MODULES:
+        taken = [(m, n) for m, n in _names_from_compiled_modules(path) if not _is_a_type(n)]
+        assert not taken, f"{path.name} takes {taken} from a compiled module"
+    old = tmp_path / "old_setup.py"
+    old.write_text("from ._sampling._chain import EWSG_CYCLIC_MESSAGE\n"
+                   "from ._sampling._lazy import on_lazy_grid\n")
+    assert [n for _, n in _names_from_compiled_modules(old)
+            if not _is_a_type(n)] == ["EWSG_CYCLIC_MESSAGE", "on_lazy_grid"]
+
+
 #: the private names the diagnostics and the command line still read from a
 #: fitted estimator (KSD: its target encoding, row validation and weights;
 #: the CLI: the network's parameter check, the model's settings and its

@@ -391,9 +391,9 @@ def test_logistic_matrix(logistic, sampler, subsampling, access):
 # ------------------------------------------------------------ EWSG x access
 def _ewsg_cyclic_check():
     """The library's refusal message for EWSG + cyclic access, if it has one."""
-    from skbayes_sg._sampling import _chain
+    from skbayes_sg._sampling import _kernel_rules
 
-    return getattr(_chain, "EWSG_CYCLIC_MESSAGE", None)
+    return getattr(_kernel_rules, "EWSG_CYCLIC_MESSAGE", None)
 
 
 @pytest.mark.parametrize("base", ["uniform", "svrg"])

@@ -34,17 +34,12 @@ cnp.import_array()
 
 from ._dynamics cimport EWSG_X_AUTO, EWSG_X_ZERO, EWSG_X_ONE, EWSG_X_MOMENTUM_STOP
 
-#: why EWSG cannot run over cyclic minibatches
-EWSG_CYCLIC_MESSAGE = (
-    "EWSG's index chain is a Metropolis chain whose proposals must be random "
-    "minibatches; with access='cyclic' the candidates are the next blocks in a "
-    "fixed order, so the chain keeps comparing the same neighbours and never "
-    "targets its weights (with M = 1 half the blocks are never used). Use "
-    "access='random' or 'reshuffle' with EWSG.")
+from ._kernel_rules import EWSG_CYCLIC_MESSAGE, EWSG_X_MODES
 
-#: ``ewsg_x`` names -> codes (EWSG paper Fig. 1c)
-EWSG_X_MODES = {"auto": EWSG_X_AUTO, "zero": EWSG_X_ZERO, "one": EWSG_X_ONE,
-                "momentum-stop": EWSG_X_MOMENTUM_STOP}
+if EWSG_X_MODES != {"auto": EWSG_X_AUTO, "zero": EWSG_X_ZERO, "one": EWSG_X_ONE,
+                    "momentum-stop": EWSG_X_MOMENTUM_STOP}:
+    raise ImportError("_kernel_rules.EWSG_X_MODES differs from the EWSG_X_* codes "
+                      "of _dynamics.pxd: rebuild, or make them agree")
 
 
 cdef class _CandidateBuffer:

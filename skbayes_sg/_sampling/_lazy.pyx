@@ -49,6 +49,7 @@ from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_interval, random_standard_uniform
 
 from ._chain import _segment_end, check_segment
+from ._kernel_rules import LAZY_SCALE_GRID, on_lazy_grid  # noqa: F401 (re-exported for the tests)
 from ._laws cimport (LAW_BAOAB, LAW_SGHMC, LAW_SGLD, LAW_ULD, Law, LawCoefficients, kick,
                      langevin_move, one_step_law, pair_move, uld_move)
 from ._dataset cimport RowStore, CSR, SKB_PREFETCH, row_prefetch
@@ -160,30 +161,8 @@ LAW_TABLE_LEN = 4096
 #: more than the coordinates' records take (a coordinate waits about
 #: dim / (touches a step) steps between touches: the tables grow with dim)
 LAW_TABLE_BYTES = 32 << 20
-#: a lazy fit's diagonal metric has its scales on the grid 2^(i / LAZY_SCALE_GRID)
-#: (within 4.4% of the adapted ones): its coordinates then fall into a few
-#: classes that share their k-step laws (see :func:`on_lazy_grid`)
-LAZY_SCALE_GRID = 8
 #: scale classes (8 per octave) beyond which the laws are not tabulated
 MAX_SCALE_CLASSES = 256
-
-
-def on_lazy_grid(metric_config):
-    """A diagonal metric's config with its scales rounded to the grid
-    ``2^(i / 8)`` (any other metric unchanged).
-
-    A metric is a preconditioner: any scales leave the posterior the chains
-    sample unchanged, and 4.4% off the adapted ones costs nothing in
-    efficiency.  On the grid, coordinates with equal scales (and so equal
-    prior curvature) share the k-step laws of their untouched steps, which
-    the lazy kernel tabulates once instead of composing them at each touch.
-    """
-    if metric_config["kind"] != "diagonal":
-        return metric_config
-    cfg = dict(metric_config)
-    D = np.asarray(cfg["factor"], dtype=np.float64)
-    cfg["factor"] = np.exp2(np.round(LAZY_SCALE_GRID * np.log2(D)) / LAZY_SCALE_GRID)
-    return cfg
 
 
 #: normals made at a time by the vectorised stream (``normal_kernel.h``)

@@ -29,7 +29,7 @@ from scipy.special import ndtri
 
 from ..diagnostics._convergence import bulk_ess_and_rhat
 from ._draws import DrawStore
-from ._lazy import on_lazy_grid
+from ._kernel_rules import on_lazy_grid
 from ._metric import Metric
 from .samplers import BY_NAME
 
