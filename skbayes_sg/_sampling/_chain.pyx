@@ -311,6 +311,24 @@ cdef class SegmentBounds:
         self.max_sds = float(bounds[2])
 
 
+cdef class KeptRows:
+    """The rows of ``out`` (float64, C-contiguous, or None) a segment writes
+    its kept states into: ``first`` points at row 0 (NULL without rows) and
+    ``stride`` doubles separate two rows."""
+
+    def __init__(self, out):
+        cdef double[:, ::1] view
+        self.first = NULL
+        self.stride = 0
+        if out is None:
+            return
+        view = out
+        self.rows = out
+        self.stride = view.strides[0] // sizeof(double)
+        if view.shape[0]:
+            self.first = &view[0, 0]
+
+
 cdef intp _advance(ChainOracle oracle, Dynamics dynamics, Metric metric, StopPoll stop,
                    bitgen_t* rng,
                    double* theta, double* last_good, double* params, intp dim, intp n_steps,
@@ -404,10 +422,7 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
     """
     cdef intp dim = theta.shape[0]
     check_segment(out, dim, n_steps, thin, offset, check_every)
-    cdef double[:, ::1] out_v
-    cdef bint keep = out is not None
-    if keep:
-        out_v = out
+    cdef KeptRows kept = KeptRows(out)
     if stop is None:
         stop = StopPoll()
     cdef bitgen_t* rng = _get_bitgen(bit_generator)
@@ -415,8 +430,6 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
     cdef double[::1] params = np.zeros(max(dim, 1))
     cdef SegmentBounds limits = SegmentBounds(bounds, dim)
     cdef intp n_kept = 0, n_done = 0
-    cdef double* out_ptr = &out_v[0, 0] if keep and out_v.shape[0] else NULL
-    cdef intp out_stride = out_v.strides[0] // sizeof(double) if keep else 0
     cdef bint ok = True, finite = True, stopped = False
     cdef Metric metric = oracle.metric
     oracle.stop = stop
@@ -427,8 +440,8 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
             n_done = _advance(oracle, dynamics, metric, stop, rng, &theta[0], &last_good[0],
                               &params[0],
                               dim, n_steps, thin, offset, check_every, max_abs_z,
-                              limits.center, limits.scale, limits.max_sds, out_ptr,
-                              out_stride, &n_kept, &ok, &finite, &stopped)
+                              limits.center, limits.scale, limits.max_sds, kept.first,
+                              kept.stride, &n_kept, &ok, &finite, &stopped)
     finally:
         oracle.stop_on = False
         oracle.stop = None

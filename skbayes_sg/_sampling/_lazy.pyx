@@ -55,7 +55,7 @@ from ._laws cimport (LAW_BAOAB, LAW_SGHMC, LAW_SGLD, LAW_ULD, Law, LawCoefficien
 from ._dataset cimport RowStore, CSR, SKB_PREFETCH, row_prefetch
 from ._dynamics cimport Dynamics, MomentumDynamics
 from ._dynamics import SGHMC
-from ._chain cimport SegmentBounds
+from ._chain cimport KeptRows, SegmentBounds
 from ._interrupt cimport StopPoll
 from ._estimators cimport (ProblemStore, GradientEstimator, GLMEstimator, UniformSubsampling,
                            datum_weight, ACCESS_RANDOM, ACCESS_WEIGHTED, CONTROL_NONE,
@@ -658,6 +658,15 @@ cdef class LazyChain:
                 dyn.cache_grad[j] = _curv(c, &self.q) * c.x + c.k3 + self.q.sm * c.k5 * c.delta
             dyn.cache_valid = True
 
+    cdef void _first_gradient(self, bitgen_t* rng) noexcept nogil:
+        """BAOAB's first opening kick needs a gradient at the start (as the
+        eager loop draws one): its data term waits in ``delta``."""
+        if self.need_gradient:
+            self._draw_minibatch(rng)
+            self._data_term()
+            self.estimator.n_evals += self.b
+            self.need_gradient = False
+
     cdef void _draw_minibatch(self, bitgen_t* rng) noexcept nogil:
         cdef intp jb, i, n = self.P.n
         for jb in range(self.b):
@@ -674,7 +683,6 @@ cdef class LazyChain:
         cdef const ProblemStore* P = self.P
         cdef const RowStore* X = P.X
         cdef Coord* coords = self.coords
-        cdef Coord* c
         cdef intp d = X.n_features, dext = X.dext, jb, i, p, p0, p1
         cdef int K = P.K, k, kind = self.q.law.kind
         cdef double* zb = &self.zbuf[0]
@@ -730,10 +738,8 @@ cdef class LazyChain:
         cdef intp dim = self.dim, dext = X.dext, b = self.b
         cdef int K = P.K
         check_segment(out, dim, n_steps, thin, offset)
-        cdef double[:, ::1] out_v
-        cdef bint keep = out is not None
-        if keep:
-            out_v = out
+        cdef KeptRows kept = KeptRows(out)
+        cdef bint keep = kept.first != NULL
         if stop is None:
             stop = StopPoll()
         cdef SegmentBounds limits = SegmentBounds(bounds, dim)
@@ -743,28 +749,20 @@ cdef class LazyChain:
         cdef bitgen_t* rng = <bitgen_t*> PyCapsule_GetPointer(bit_generator.capsule,
                                                               "BitGenerator")
         cdef Coord* coords = self.coords
-        cdef Coord* c
         # a local copy, so that the compiler keeps its cursor in a register
         cdef Normals local_normals = self.noise.normals
         cdef Normals* nrm = &local_normals
         cdef const Dyn* q = &self.q
-        cdef int kind = q.law.kind
-        cdef bint partial = kind == LAW_BAOAB
+        cdef bint partial = q.law.kind == LAW_BAOAB
         cdef const double* center = &self.center[0]
         cdef const double* scale = &self.scale[0]
         cdef intp* idx = &self.idx[0]
         cdef intp* touched = &self.touched[0]
-        cdef intp step, jb, j, n_touched, n_kept = 0, n_done = 0
+        cdef intp step, n_touched, n_kept = 0, n_done = 0
         cdef long long t
         cdef bint ok = True, finite = True, check, stopped = False
         with bit_generator.lock, nogil:
-            if self.need_gradient:
-                # BAOAB's first opening kick needs a gradient at the start (as the eager
-                # loop draws one): its data term waits in delta
-                self._draw_minibatch(rng)
-                self._data_term()
-                self.estimator.n_evals += b
-                self.need_gradient = False
+            self._first_gradient(rng)
             for step in range(n_steps):
                 if stop.poll():
                     stopped = True
@@ -778,14 +776,8 @@ cdef class LazyChain:
                 # 3. each row's residuals at the touched theta, and the data term
                 self._data_term()
                 # 4. their full step; every touched coordinate is checked
-                for jb in range(n_touched):
-                    j = touched[jb]
-                    c = &coords[j]
-                    _touched_step(c, q, t, nrm)
-                    if not isfinite(c.x) or (check and _far(c, kind, max_abs_z, center, scale,
-                                                            bc, bs, max_sds, j)):
-                        ok = False
-                        finite = finite and isfinite(c.x)
+                ok = _step_touched(coords, touched, n_touched, q, t, nrm, check, max_abs_z,
+                                   center, scale, bc, bs, max_sds, &finite)
                 self.t = t + 1
                 if not ok:
                     break
@@ -793,7 +785,8 @@ cdef class LazyChain:
                 # into the caller's row (it reads n_kept rows only, so a row left
                 # half-written by a divergence is never seen)
                 if keep and (offset + step + 1) % thin == 0:
-                    if not _keep_state(coords, dim, q, self.t, nrm, &out_v[n_kept, 0],
+                    if not _keep_state(coords, dim, q, self.t, nrm,
+                                       kept.first + n_kept * kept.stride,
                                        max_abs_z, center, scale, bc, bs, max_sds, &finite):
                         ok = False
                         break
@@ -843,6 +836,28 @@ cdef inline intp _bring_up(Coord* coords, const RowStore* X, const intp* idx, in
             touched[n_touched] = j
             n_touched += 1
     return n_touched
+
+
+cdef inline bint _step_touched(Coord* coords, const intp* touched, intp n_touched,
+                               const Dyn* q, long long t, Normals* nrm, bint check,
+                               double max_abs_z, const double* center, const double* scale,
+                               const double* bc, const double* bs, double max_sds,
+                               bint* finite) noexcept nogil:
+    """Step 4 of :meth:`LazyChain.run`: the touched coordinates' full step,
+    each checked for finiteness (and, at a ``check`` step, against its
+    bounds).  False if one failed (``finite`` False if one is not finite)."""
+    cdef intp jb, j
+    cdef Coord* c
+    cdef bint ok = True
+    for jb in range(n_touched):
+        j = touched[jb]
+        c = &coords[j]
+        _touched_step(c, q, t, nrm)
+        if not isfinite(c.x) or (check and _far(c, q.law.kind, max_abs_z, center, scale,
+                                                bc, bs, max_sds, j)):
+            ok = False
+            finite[0] = finite[0] and isfinite(c.x)
+    return ok
 
 
 cdef inline bint _keep_state(Coord* coords, intp dim, const Dyn* q, long long t, Normals* nrm,
