@@ -36,7 +36,7 @@ def build_parser():
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for name, (module_name, help_text) in COMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
-        sub.set_defaults(_module=module_name)
+        sub.set_defaults(command_module=module_name)
         _command_module(module_name).add_arguments(sub)
     return parser
 
@@ -52,7 +52,7 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 2
-    return int(_command_module(args._module).run(args) or 0)
+    return int(_command_module(args.command_module).run(args) or 0)
 
 
 if __name__ == "__main__":

@@ -137,6 +137,65 @@ class PosteriorPredictiveMixin:
             out[rows] = logp.reshape(r, S)
         return out
 
+    def grad_log_posterior(self, X, y, sample_weight=None, *, draws=None):
+        """The score of the posterior the fit sampled, at its draws.
+
+        ``grad log pi(theta) = -grad U(theta) / T`` with ``U`` the potential
+        of ``(X, y)`` under this estimator's model, prior precision
+        (``alpha_``), ``temperature`` and datum weights, computed exactly
+        with full passes over ``X``: the input of Stein discrepancies
+        (:func:`skbayes_sg.diagnostics.ksd_from_estimator`) and of other
+        gradient-based checks of the draws.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The training rows.
+        y : array-like of shape (n_samples,)
+            Their targets (class labels for a classifier).
+        sample_weight : array-like of shape (n_samples,), default=None
+            The weights of the fit (``class_weight`` is applied as in ``fit``).
+        draws : array-like of int or None, default=None
+            Which kept draws of each chain (indices along axis 1 of
+            ``coef_samples_``); None: every one.
+
+        Returns
+        -------
+        theta : ndarray of shape (n_chains, n_used, n_params)
+            The draws, flat: per output its coefficients, then its intercept.
+        score : ndarray of shape (n_chains, n_used, n_params)
+            ``grad log pi`` at each of them, in the same layout.
+        """
+        from .diagnostics._ksd import grad_log_posterior
+
+        X = self._validate_X_predict(X)
+        y = np.asarray(y)
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D, got shape {y.shape}.")
+        weights = self._row_weights(X, y, sample_weight)
+        target = self._likelihood_target(y, X.shape[0])
+        coef, icpt = self.coef_samples_, self.intercept_samples_
+        if coef.ndim == 3:                          # one output
+            coef, icpt = coef[:, :, None, :], icpt[:, :, None]
+        if self.fit_intercept:
+            coef = np.concatenate([coef, icpt[..., None]], axis=-1)
+        if draws is not None:
+            coef = coef[:, np.asarray(draws, dtype=np.intp)]
+        C, N = coef.shape[:2]
+        theta = coef.reshape(C * N, -1)
+        score = grad_log_posterior(theta, X, target, self._model_spec(),
+                                   float(getattr(self, "alpha_", self.alpha)),
+                                   bool(self.fit_intercept), float(self.temperature), weights)
+        return theta.reshape(C, N, -1), score.reshape(C, N, -1)
+
+    @property
+    def likelihood_params_(self):
+        """The likelihood's own parameters, as the draws were made with them,
+        by name (ridge: ``noise_var``; negative binomial: ``shape``; none for
+        logistic and Poisson regression), a dict."""
+        check_is_fitted(self, "coef_samples_")
+        return self._model_spec().settings()
+
     def _draw_observations(self, Z, rng):
         """One observation per entry of ``Z[:, :, 0]`` from ``p(y | z)``:
         ``Z`` of shape (rows, m, K) -> (rows, m)."""
@@ -192,7 +251,8 @@ class PosteriorPredictiveMixin:
             raise ValueError(f"n_draws must be a positive integer, or None for one draw per "
                              f"posterior draw; got {n_draws!r}.")
         if is_dask_collection(X):
-            return sample_rows(self, X, n_draws, random_state)
+            return sample_rows(X, n_draws, random_state, self._n_draws(), lambda rows, pick, rng:
+                               self._sample_y_rows(self._validate_X_predict(rows), pick, rng))
         X = self._validate_X_predict(X)
         rng = check_random_state(random_state)
         pick = None if n_draws is None else rng.randint(self._n_draws(), size=n_draws)

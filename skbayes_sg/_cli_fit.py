@@ -44,7 +44,7 @@ pickling):
 
 What differs between the linear models (a numeric target, whether it may
 be standardised, the fitted settings saved) is read from the model registry
-(:mod:`._sampling._glm`), through each estimator's ``_registry_model``.
+(:mod:`._sampling._glm`), through each estimator's ``likelihood``.
 
 ``--model mlp`` writes ``.npz`` only, with ``coef_samples`` (flat parameter
 vectors), ``layer_sizes``, ``ess_bulk``, ``r_hat`` (per parameter) and
@@ -98,6 +98,7 @@ from .diagnostics._convergence import (
 from .linear_model import (SGMCMCLogisticRegression, SGMCMCNegativeBinomialRegressor,
                            SGMCMCPoissonRegressor, SGMCMCRidge)
 from .neural_network import SGMCMCMLPClassifier
+from .neural_network._mlp import DIAGNOSTIC_ROWS
 
 __all__ = ["add_arguments", "run", "fit_file", "load_csv", "load_libsvm", "DataError",
            "MissingDependencyError", "generated_flags", "estimator_params"]
@@ -107,7 +108,7 @@ MODELS = {"logistic": SGMCMCLogisticRegression, "mlp": SGMCMCMLPClassifier,
           "poisson": SGMCMCPoissonRegressor, "ridge": SGMCMCRidge}
 CLASSIFIERS = tuple(name for name, cls in MODELS.items() if is_classifier(cls()))
 #: the models of the model registry (the network is not a GLM)
-LINEAR = tuple(name for name, cls in MODELS.items() if hasattr(cls, "_registry_model"))
+LINEAR = tuple(name for name, cls in MODELS.items() if hasattr(cls, "likelihood"))
 MAX_SUMMARY_ROWS = 40   # printed rows of the summary (all of them go to --out)
 WRAP = 88               # width of the wrapped convergence warnings
 # --model mlp on libsvm data: densified up to this many numbers (2 GiB of float64)
@@ -959,7 +960,7 @@ def _metadata(est, rows, data, libsvm, target, model, spec, network, test_size, 
         converged=bool(converged), metrics=metrics, y_mean=rows.y_mean, y_scale=rows.y_scale)
     meta["alpha"] = float(est.alpha if network else est.alpha_)
     if spec is not None:
-        meta.update(est._model_spec().settings())
+        meta.update(est.likelihood_params_)
     return meta
 
 
@@ -1003,7 +1004,7 @@ def _report_linear(est, names, spec, standardize, seconds, say):
     say(f"fit in {seconds:.2f} s (sampling {est.sampling_time_:.2f} s); step size "
         f"{est.step_size_:.3g}; {est.n_grad_evals_:,} gradient evaluations "
         f"({est.n_passes_:,.0f} data passes)")
-    settings = est._model_spec().settings()
+    settings = est.likelihood_params_
     if settings:   # the model's own parameters, as fixed for the draws
         say("model: " + ", ".join(f"{name} {value:.4g}" for name, value in settings.items()))
 
@@ -1048,8 +1049,8 @@ def _report_network(est, X, y, seconds, standardize, say):
     table = summary(est)
     values = np.asarray(table.values, dtype=np.float64)
     columns = list(table.columns)
-    trace = est._convergence_draws()[0][:, :, 0]       # row 0: the log-likelihood
-    rows = int(est._diagnostic_rows[0].shape[0])
+    trace = est.convergence_quantities()[0][:, :, 0]       # row 0: the log-likelihood
+    rows = min(X.shape[0], DIAGNOSTIC_ROWS)              # the rows of that trace
     ess_t = float(values[0, columns.index("ess_bulk")])
     rhat_t = float(values[0, columns.index("r_hat")])
     norms = values[1:]
@@ -1318,7 +1319,7 @@ def _format_table(table):
 
 def _registry_entry(model):
     """The model registry entry of a linear ``--model`` (None for the network)."""
-    name = getattr(MODELS[model], "_registry_model", None)
+    name = getattr(MODELS[model], "likelihood", None)
     return None if name is None else model_spec(name)
 
 

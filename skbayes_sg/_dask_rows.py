@@ -105,28 +105,29 @@ def rowwise(method):
     return wrapper
 
 
-def sample_rows(estimator, X, n_draws, random_state):
-    """``estimator.sample_y(X, n_draws, random_state)`` on a dask array or
-    DataFrame: a dask array of X's row chunks.  The posterior draws are
-    picked once, on the client, so that every block's column ``j`` comes
-    from the same draw (a column is a draw of the whole ``y(X)``); each
-    block's observation noise comes from its own seed, drawn from
-    ``random_state`` in block order, so the result does not depend on which
-    worker computes which block."""
+def sample_rows(X, n_draws, random_state, n_posterior_draws, draw_rows):
+    """``sample_y(X, n_draws, random_state)`` on a dask array or DataFrame: a
+    dask array of X's row chunks.  ``draw_rows(rows, pick, rng)`` is the
+    estimator's own ``sample_y`` of a block of rows, from the posterior
+    draws ``pick`` (of ``n_posterior_draws``; None: every one in order).
+    The draws are picked once, on the client, so that every block's column
+    ``j`` comes from the same draw (a column is a draw of the whole
+    ``y(X)``); each block's observation noise comes from its own seed, drawn
+    from ``random_state`` in block order, so the result does not depend on
+    which worker computes which block."""
     from sklearn.utils import check_random_state
 
     X, names = whole_rows(X)
     rng = check_random_state(random_state)
-    pick = None if n_draws is None else rng.randint(estimator._n_draws(), size=n_draws)
+    pick = None if n_draws is None else rng.randint(n_posterior_draws, size=n_draws)
     seeds = rng.randint(np.iinfo(np.int32).max, size=X.numblocks[0])
 
     def block(rows, block_info=None):
         if names is not None:           # the blocks keep the DataFrame's column names
             import pandas as pd
             rows = pd.DataFrame(rows, columns=names)
-        rows = estimator._validate_X_predict(rows)
         seed = seeds[block_info[0]["chunk-location"][0]] if block_info else 0
-        return estimator._sample_y_rows(rows, pick, np.random.RandomState(seed))
+        return draw_rows(rows, pick, np.random.RandomState(seed))
 
     probe = block(np.zeros((1, X.shape[1])))          # checks the width and fit, at once
     return X.map_blocks(block, dtype=probe.dtype, chunks=(X.chunks[0], (probe.shape[1],)))

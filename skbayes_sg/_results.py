@@ -17,7 +17,7 @@ from ._sampling._metric import Metric
 from ._sampling._registry import SUBSAMPLINGS
 from ._sampling.samplers import BY_NAME as SAMPLER_MODULES
 from ._setup import STEP_ERROR_WARN
-from .diagnostics._advice import duration_words
+from .diagnostics._advice import RunReport, duration_words
 
 #: an automatic minibatch above this fraction of the rows is said to cost
 #: nearly a full gradient (uniform subsampling on 50,000 well-determined rows
@@ -185,6 +185,18 @@ class FitResultsMixin:
         return [head + f" are predicted to get the posterior variances wrong by {error:.0%} "
                 "(discretisation and gradient noise; the draws mix, but around the wrong "
                 f"spread). {fix}."]
+
+    def __skbayes_sg_run__(self):
+        """What the convergence advice reads of this fit's run, beyond its
+        draws and public attributes (:class:`~.diagnostics._advice.RunReport`)."""
+        return RunReport(
+            storage_stride=getattr(self, "_storage_stride", 1),
+            budget_exhausted=getattr(self, "_budget_exhausted", False),
+            stuck_chains_message=self._stuck_chains_message(),
+            mixing_hint=self._mixing_hint(), extend_limits=getattr(self, "_extend_limits", None),
+            auto_seconds=getattr(self, "_auto_seconds", None),
+            chains_share_a_start=self._chains_share_a_start(),
+            converged_cost=self._converged_cost_message)
 
     def _chains_share_a_start(self):
         """Whether every chain started at one point (``init`` "mode", "zeros"

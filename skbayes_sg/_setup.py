@@ -265,19 +265,19 @@ class SetupPolicy:
         # sparse rows, few touched a step: lazy steps cost O(nnz), and a
         # step then costs its rows alone (no O(dim) overhead to amortise)
         lazy = self._lazy_candidate(ctx, kind)
-        overhead = 1.0 if lazy else self._step_overhead(ctx, kind)
+        overhead = 1.0 if lazy else self.step_overhead(ctx, kind)
         subsampling = self._resolve_subsampling(ctx, kind, v1, overhead)
         exact = not SUBSAMPLINGS[subsampling].stochastic
         lazy = lazy and subsampling in LAZY_SUBSAMPLINGS and (
             subsampling != "uniform" or self.p.access == "random")
         if not lazy:
-            overhead = self._step_overhead(ctx, kind, SUBSAMPLINGS[subsampling].control)
+            overhead = self.step_overhead(ctx, kind, SUBSAMPLINGS[subsampling].control)
         sampler = self._resolve_sampler(kind, exact)
         lazy = lazy and sampler in LAZY_SAMPLERS
         self._check_parameters_act(sampler, subsampling)
         self._check_momentum_stop(sampler, subsampling)
         metropolis = self._resolve_metropolis(sampler, subsampling, exact)
-        theta0 = ctx.mode() if kind != "identity" else self._calibration_point(ctx)
+        theta0 = ctx.mode() if kind != "identity" else self.calibration_point(ctx)
         # the identity metric's settings stay as given ("auto" is its sampler's rule)
         step, friction, iat, error = self.p.step_size, self.p.friction, np.nan, np.nan
         batch = None if self.p.batch_size == "auto" else int(min(self.p.batch_size, ctx.n))
@@ -540,7 +540,7 @@ class SetupPolicy:
         return self._touches_few(
             ctx, DEFAULT_BATCH_SIZE if self.p.batch_size == "auto" else self.p.batch_size)
 
-    def _step_overhead(self, ctx, kind, control=None):
+    def step_overhead(self, ctx, kind, control=None):
         """A step's cost besides its rows, in row evaluations: the metric's
         products (O(dim^2) dense, O(dim) otherwise), and the second-order
         control's Hessian product (``control="taylor"``, O(dim^2)), against
@@ -584,14 +584,14 @@ class SetupPolicy:
             return "full"
         choice = "cv-preferential"
         second = _second_order_cost(self.p, ctx, kind, v1, sampler, cost_sg * ess,
-                                    self._step_overhead(ctx, kind, "taylor"))
+                                    self.step_overhead(ctx, kind, "taylor"))
         if second <= TAYLOR_PREFERENCE * cost_sg:
             cost_sg, choice = second, "cv2-preferential"
         if cost_full <= FULL_GRADIENT_PREFERENCE * cost_sg:
             return "full"
         return choice
 
-    def _calibration_point(self, ctx):
+    def calibration_point(self, ctx):
         """Where the identity metric's automatic step is calibrated: the mode
         for chains that start near it (or at independent prior draws, which
         reach it), else the start point itself."""
@@ -599,9 +599,9 @@ class SetupPolicy:
             if self.p.init in ("mode", "auto", "laplace", "prior"):
                 return ctx.mode()
             return np.zeros(ctx.dim)
-        return self._init_array(ctx)
+        return self.init_array(ctx)
 
-    def _init_array(self, ctx):
+    def init_array(self, ctx):
         theta = np.asarray(self.p.init, dtype=np.float64).ravel()
         if theta.shape != (ctx.dim,):
             raise ValueError(
@@ -621,7 +621,7 @@ class SetupPolicy:
             if init == "mode":
                 return ctx.mode()
             return np.zeros(ctx.dim) if init == "zeros" else None
-        return self._init_array(ctx)
+        return self.init_array(ctx)
 
 
 def _second_order_cost(p, ctx, kind, v1, sampler, sampling_rows, overhead):

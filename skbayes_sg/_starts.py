@@ -63,7 +63,7 @@ def start_points(policy, ctx, setup, seeds):
         theta = ctx.mode() if init == "mode" else np.zeros(ctx.dim)
         thetas = [theta] * policy.p.n_chains
     else:
-        thetas = [policy._init_array(ctx)] * policy.p.n_chains
+        thetas = [policy.init_array(ctx)] * policy.p.n_chains
     return [metric.py_to_z(t) for t in thetas]
 
 
@@ -166,7 +166,7 @@ def identity_step_error(policy, ctx, setup, pool):
                 ctx.resolved.posterior_row_cov = ctx.metric_row_covariances("dense", factor)
             v = noise_per_row(ctx, spec, factor, "dense", 1.0 / T) / max(setup.batch_size, 1)
     else:
-        center = ctx.mode() if ctx.has_mode() else policy._calibration_point(ctx)
+        center = ctx.mode() if ctx.has_mode() else policy.calibration_point(ctx)
         mu = ctx.hessian_max_eigenvalue(center, g, tol=STEP_CHECK_TOL)
         if spec.stochastic:
             ctx.resolved.noise_tol = STEP_CHECK_TOL

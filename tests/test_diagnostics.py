@@ -27,6 +27,7 @@ from sklearn.preprocessing import StandardScaler
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
 from skbayes_sg.diagnostics._arviz import to_inference_data
 from skbayes_sg.diagnostics import check_convergence
+from skbayes_sg.diagnostics._advice import RunReport
 from skbayes_sg.diagnostics._convergence import (
     MCMCConvergenceWarning, SummaryTable, ess, rhat, summary)
 
@@ -293,9 +294,9 @@ class _Draws:
     def get_params(self):
         return dict(self._params)
 
-    def _chains_share_a_start(self):
+    def __skbayes_sg_run__(self):
         # what a linear fit records: "prior" and "laplace" draw each chain's start
-        return self._params["init"] not in ("prior", "laplace")
+        return RunReport(chains_share_a_start=self._params["init"] not in ("prior", "laplace"))
 
 
 def test_check_convergence_passes_for_independent_draws():

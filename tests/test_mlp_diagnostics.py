@@ -69,7 +69,7 @@ def test_summary_rows_are_permutation_invariant_quantities(short_fit):
     table = est.summary()
     assert list(table.index) == ["log_likelihood", "weight_norm[1]", "weight_norm[2]"]
     assert list(table.columns) == COLUMNS
-    draws, labels = est._convergence_draws()
+    draws, labels = est.convergence_quantities()
     assert draws.shape == (2, 20, 3)
     # the log-likelihood row is the (validated) per-draw log-likelihood of the rows
     X_rows, y_rows = est._diagnostic_rows
@@ -99,11 +99,11 @@ def test_permuting_hidden_units_leaves_the_summary_unchanged(short_fit):
             permuted[c, d] = np.concatenate([W1[:, perm].ravel(), b1[perm],
                                              W2[perm].ravel(), b2])
     assert not np.allclose(permuted, saved)
-    quantities = est._convergence_draws()[0]
+    quantities = est.convergence_quantities()[0]
     try:
         est.coef_samples_ = permuted            # a new array: the cache is refreshed
         after = np.asarray(est.summary().values)
-        quantities_after = est._convergence_draws()[0]
+        quantities_after = est.convergence_quantities()[0]
     finally:
         est.coef_samples_ = saved
     # the quantities themselves: equal but for the order of float32 sums

@@ -165,5 +165,5 @@ def test_the_network_writes_one_line_to_a_log(capsys, monkeypatch):
     assert lines[0].startswith("fit: ")
     assert " s (warm-up and sampling 100 steps x 2 chains), " in lines[0]
     from skbayes_sg.diagnostics._convergence import bulk_ess_and_rhat
-    ess, rhat = bulk_ess_and_rhat(est._convergence_draws()[0])
+    ess, rhat = bulk_ess_and_rhat(est.convergence_quantities()[0])
     assert f"min bulk ESS {np.nanmin(ess):,.0f}, max R-hat {np.nanmax(rhat):.3f}" in lines[0]

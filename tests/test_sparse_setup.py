@@ -64,7 +64,7 @@ def _exact_noise(ctx, E, kind, factor):
 @pytest.mark.parametrize("model", list(MODELS))
 def test_csr_pieces_equal_dense(model, fit_intercept, weighted):
     dense, csr, theta = _contexts(model, fit_intercept, weighted)
-    assert not csr._gram_is_dear()        # short rows: the dense algebra's paths
+    assert not csr.gram_is_dear()        # short rows: the dense algebra's paths
     for a, b in zip(dense._value_grad_hessian(theta), csr._value_grad_hessian(theta)):
         assert_allclose(b, a, **TIGHT)
     assert_allclose(csr.hessian(theta), dense.hessian(theta), **TIGHT)
@@ -106,7 +106,7 @@ def test_long_row_paths_agree_with_dense(model, fit_intercept, weighted, monkeyp
     1% it adds."""
     monkeypatch.setattr(_context, "GRAM_DEAR_RATIO", 0.0)
     dense, csr, _ = _contexts(model, fit_intercept, weighted, n=300, d=8)
-    assert csr._gram_is_dear() and not dense._gram_is_dear()
+    assert csr.gram_is_dear() and not dense.gram_is_dear()
     theta = csr.mode()
     H = dense.hessian(theta)
     _, g = dense.potential_and_grad(theta)
@@ -233,7 +233,7 @@ def test_csr_fit_densifies_no_row(monkeypatch):
     with pytest.raises(AssertionError):
         X.toarray()                                  # the guard is live
     glm = GLM(LOGISTIC, 1)
-    assert FitContext(X, y.astype(float), glm, 1.0, True, 50)._gram_is_dear()
+    assert FitContext(X, y.astype(float), glm, 1.0, True, 50).gram_is_dear()
     short = dict(n_chains=1, n_warmup=20, n_samples=20, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

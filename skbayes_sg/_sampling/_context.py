@@ -148,7 +148,7 @@ class FitContext(ModeSearchMixin, CurvatureMixin, RowNoiseMixin):
         for start in range(0, self.n, ROW_CHUNK):
             yield start, self.X[start:start + ROW_CHUNK]
 
-    def _gram_is_dear(self):
+    def gram_is_dear(self):
         """Whether a dense Gram ``X_ext^T W X_ext`` of the (CSR) rows costs more
         than ``GRAM_DEAR_RATIO`` passes (sum_i nnz_i^2 against sum_i nnz_i,
         times (K + 1) / 2 blocks for K outputs); never for dense rows, whose

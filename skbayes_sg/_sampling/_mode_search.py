@@ -40,12 +40,12 @@ class ModeSearchMixin:
         products, each a pass) stopped when the gradient in the diagonal
         Laplace metric is that small.  The Hessian of the last iteration is
         kept as the curvature at the mode (the step after it is under 0.01 sd).
-        CSR rows whose Gram is dear (:meth:`_gram_is_dear`) take the
+        CSR rows whose Gram is dear (:meth:`gram_is_dear`) take the
         truncated Newton-CG and one Gram at its end (:meth:`_newton_sparse`).
         """
         if "mode" not in self._cache:
             if self.dim <= MAX_DENSE_LAPLACE:
-                theta, H = (self._newton_sparse() if self._gram_is_dear()
+                theta, H = (self._newton_sparse() if self.gram_is_dear()
                             else self._newton_dense())
                 self._cache["hessian_mode"] = H
             else:
@@ -265,7 +265,7 @@ class ModeSearchMixin:
                          self.fit_intercept, 1, weights, settings=self.settings)
         theta = sub.mode()
         self.n_grad_evals += sub.n_grad_evals
-        return theta, sub._cache["hessian_mode"] * (self.n / X.shape[0])
+        return theta, sub.hessian_at(theta) * (self.n / X.shape[0])
 
     def _newton_sparse(self):
         """The mode search of CSR rows whose Gram is dear: the truncated

@@ -150,7 +150,7 @@ def batch_remeasure(policy, ctx, setup):
             or setup.metric["kind"] != "dense" or spec.control != "fixed"
             or spec.index_chain or spec.hyperparameters or ctx.glm.n_outputs != 1
             or ctx.resolved.linearised_noise or Q is None or np.ndim(Q) != 1
-            or setup.sampler not in _error_model.MAX_STEP or ctx._gram_is_dear()):
+            or setup.sampler not in _error_model.MAX_STEP or ctx.gram_is_dear()):
         return None
     rows = np.flatnonzero(Q > MEASURED_ROW_VAR)
     if not len(rows):
@@ -158,4 +158,4 @@ def batch_remeasure(policy, ctx, setup):
     T = float(policy.p.temperature)
     _, factor = ctx.laplace_metric("dense", T)
     return BatchRemeasure(ctx, setup, np.asarray(factor, dtype=np.float64), 1.0 / T,
-                          policy._step_overhead(ctx, "dense"), rows)
+                          policy.step_overhead(ctx, "dense"), rows)

@@ -166,11 +166,11 @@ class RowNoiseMixin:
         ``lambda_max(scale^2 L^T B L)`` with ``B = sum_i E_i (x) x_i x_i^T / p_i``
         (eigenvalues of the dense matrix, or power iteration for a diagonal
         metric, each product a counted pass).  CSR rows whose Gram is dear
-        (:meth:`_gram_is_dear`) take a Lanczos iteration on the products in
+        (:meth:`gram_is_dear`) take a Lanczos iteration on the products in
         either metric (``B u`` a pass, ``L v`` O(dim^2)): 1.01 times its
         largest Ritz value, an upper estimate as the power iteration's."""
         w = E * self.n if p is None else E / (p if E.ndim == 1 else p[:, None, None])
-        if self._gram_is_dear():
+        if self.gram_is_dear():
             F = np.asarray(factor, dtype=np.float64)
 
             def whitened(v):

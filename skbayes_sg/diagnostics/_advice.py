@@ -17,7 +17,7 @@ The criteria (Vehtari et al., 2021, and the fit's own target):
 * tail ESS (5% and 95% quantiles) at least 100 per chain.
 
 The quantities are the parameters of a linear model, and for the network
-the permutation-invariant ones of its ``_convergence_draws`` (its weights
+the permutation-invariant ones of its ``convergence_quantities`` (its weights
 are identified only up to permutations of hidden units).
 """
 import math
@@ -32,8 +32,8 @@ from ._convergence import (
     MCMCConvergenceWarning, MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, _MIN_DRAWS, _SUMMARY_BLOCK_ELEMENTS,
     _as_chains, _final_estimator, _parameter_reader, _rank_block)
 
-__all__ = ["Assessment", "assess", "check_convergence", "convergence_messages", "ess_targets",
-           "recommend"]
+__all__ = ["Assessment", "RunReport", "assess", "check_convergence", "convergence_messages",
+           "ess_targets", "recommend", "run_report"]
 
 # when only R-hat fails (the effective draws suffice), chains this many
 # times longer give it the draws to settle
@@ -49,6 +49,53 @@ def duration_words(seconds):
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What a fit knows of its own run that the advice reads, beyond the
+    draws and the estimator's public attributes.
+
+    An estimator gives it through ``__skbayes_sg_run__()`` (a protocol
+    method, as scikit-learn's ``__sklearn_tags__``): the diagnostics read no
+    private name of an estimator.  An object without it (draws held by
+    hand) reports the defaults.
+
+    Attributes
+    ----------
+    storage_stride : int
+        The fit kept every ``storage_stride``-th draw to bound its memory.
+    budget_exhausted : bool
+        The automatic length stopped on its budget, not on its target.
+    stuck_chains_message : str
+        The warning for chains that did not move, or "".
+    mixing_hint : str
+        The advice's last words (the dynamics' and the metric's hints).
+    extend_limits : tuple (seconds, factor) or None
+        How far the automatic budget may run on while converging is
+        predicted in time.
+    auto_seconds : float or None
+        The automatic budget's time, where it set one.
+    chains_share_a_start : bool
+        Every chain started at one point (R-hat is then optimistic).
+    converged_cost : callable or None
+        ``converged_cost(min_ess, target)``: what a converged fit would
+        cost at this fit's pace, in words ("" when unknown).
+    """
+    storage_stride: int = 1
+    budget_exhausted: bool = False
+    stuck_chains_message: str = ""
+    mixing_hint: str = ""
+    extend_limits: tuple = None
+    auto_seconds: float = None
+    chains_share_a_start: bool = False
+    converged_cost: object = None
+
+
+def run_report(estimator):
+    """The estimator's :class:`RunReport` (the defaults without one)."""
+    report = getattr(estimator, "__skbayes_sg_run__", None)
+    return report() if report is not None else RunReport()
 
 
 @dataclass
@@ -184,7 +231,8 @@ def _settings(estimator, n_kept):
     """The settings the fit used ("auto" resolved) and what it offers."""
     params = _params(estimator)
     n_samples = params.get("n_samples", n_kept)
-    stride = int(getattr(estimator, "_storage_stride", 1) or 1)
+    report = run_report(estimator)
+    stride = int(report.storage_stride or 1)
     n_warmup = params.get("n_warmup")
     return dict(
         n_samples=n_samples,
@@ -195,7 +243,7 @@ def _settings(estimator, n_kept):
         thin=int(getattr(estimator, "thin_", params.get("thin", 1)) or 1),
         # only the linear estimators can size the run themselves
         auto_length="target_ess" in params,
-        budget_exhausted=bool(getattr(estimator, "_budget_exhausted", False)),
+        budget_exhausted=bool(report.budget_exhausted),
     )
 
 
@@ -269,13 +317,11 @@ def convergence_messages(estimator, assessment):
     messages : list of str
         Empty when the chains pass every check.  A fit joins them into one
         warning; :func:`check_convergence` warns once per string.  The
-        estimator's ``_mixing_hint()`` (when it has one) ends the last.
+        estimator's mixing hint (:class:`RunReport`, when it has one) ends the last.
     """
-    stuck = getattr(estimator, "_stuck_chains_message", None)
-    if stuck is not None:
-        text = stuck()
-        if text:   # repeats are no posterior draws: say that, and nothing else
-            return [text]
+    report = run_report(estimator)
+    if report.stuck_chains_message:   # repeats are no posterior draws: say that alone
+        return [report.stuck_chains_message]
     a = assessment
     s = _settings(estimator, a.n_kept)
     rec = recommend(estimator, a)
@@ -287,10 +333,8 @@ def convergence_messages(estimator, assessment):
     if len(bad_r):
         messages.append(_rhat_message(estimator, a, s, rec, bad_r))
     if messages:
-        hint = getattr(estimator, "_mixing_hint", None)
-        hint = hint() if hint is not None else ""
-        if hint:
-            messages[-1] += " " + hint
+        if report.mixing_hint:
+            messages[-1] += " " + report.mixing_hint
     return messages
 
 
@@ -330,11 +374,12 @@ def _ess_message(estimator, a, s, rec, short):
         if max_passes is not None:
             used = getattr(estimator, "n_passes_", 0.0)
             # the automatic budget may run on while converging is predicted in time
-            extend = getattr(estimator, "_extend_limits", None)
+            report = run_report(estimator)
+            extend = report.extend_limits
             past = (f", sampling went on past it while converging was predicted within "
                     f"{extend[1]:g} times the budget and {extend[0] / 60:g} minutes"
                     if extend and used > 1.05 * max_passes else "")
-            seconds = getattr(estimator, "_auto_seconds", None)
+            seconds = report.auto_seconds
             also = (f" or {duration_words(seconds)}, the time its flops take at the rate the "
                     f"automatic budget assumes, whichever came first" if seconds else "")
             limit.append(f"max_passes (the budget was {max_passes:,.0f} data passes{also}; "
@@ -342,7 +387,7 @@ def _ess_message(estimator, a, s, rec, short):
         max_time = _params(estimator).get("max_time")
         if max_time is not None:
             limit.append(f"max_time={max_time:g}")
-        cost = getattr(estimator, "_converged_cost_message", None)
+        cost = run_report(estimator).converged_cost
         return (head + ": the budget ran out. Raise " + " or ".join(limit or ["the budget"])
                 + "." + (cost(value, target) if cost is not None else ""))
     if s["n_samples"] == "auto":
@@ -398,8 +443,7 @@ def _rhat_message(estimator, a, s, rec, bad):
 def _shared_start(estimator):
     """Whether every chain started at the same point (R-hat is then
     optimistic), as the estimator's fit recorded it."""
-    says = getattr(estimator, "_chains_share_a_start", None)
-    return bool(says()) if says is not None else False
+    return bool(run_report(estimator).chains_share_a_start)
 
 
 def check_convergence(estimator, *, rhat_threshold=RHAT_THRESHOLD,

@@ -479,7 +479,7 @@ def _parameter_reader(estimator, names=None):
     """Like :func:`_parameter_draws` without the copy: ``(n_chains,
     n_samples, n_params)``, the labels, and ``read(start, stop)`` that
     gathers parameters ``start:stop`` (same order) from the stored draws."""
-    derived = getattr(estimator, "_convergence_draws", None)
+    derived = getattr(estimator, "convergence_quantities", None)
     if derived is not None:
         # the network: quantities without the weights' permutation symmetry
         draws, labels = derived()

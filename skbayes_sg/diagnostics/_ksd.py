@@ -208,42 +208,17 @@ def _stein_kernel_sum(X, S, c, beta, block_size):
 
 
 # ----------------------------------------------------------------- estimators
-def _model_of(est):
-    """The GLM of a fitted linear SG-MCMC estimator, from its own
-    ``_model_spec()`` (duck typing: the diagnostics never import the
-    estimator classes)."""
-    spec = getattr(est, "_model_spec", None)
-    if not callable(spec) or not hasattr(est, "_likelihood_target"):
+def _check_estimator(est):
+    """A fitted estimator that gives the score of its posterior (the linear
+    SG-MCMC estimators' ``grad_log_posterior``; duck typing: the
+    diagnostics never import the estimator classes)."""
+    if not callable(getattr(est, "grad_log_posterior", None)):
         raise TypeError(
             f"ksd_from_estimator needs a fitted linear SG-MCMC estimator "
             f"(SGMCMCLogisticRegression, SGMCMCRidge, SGMCMCPoissonRegressor); got "
             f"{type(est).__name__}.")
     if not hasattr(est, "coef_samples_"):
         raise ValueError(f"this {type(est).__name__} is not fitted yet; call fit first.")
-    return spec()
-
-
-def _theta_draws(est):
-    """Draws as (n_chains, n_samples, K * dext) in the engine's layout:
-    per output, the coefficients then the intercept."""
-    coef, icpt = est.coef_samples_, est.intercept_samples_
-    if coef.ndim == 3:                          # one output
-        coef, icpt = coef[:, :, None, :], icpt[:, :, None]
-    if est.fit_intercept:
-        coef = np.concatenate([coef, icpt[..., None]], axis=-1)
-    C, N = coef.shape[:2]
-    return coef.reshape(C, N, -1)
-
-
-def _encode_y(est, y, n_rows):
-    """The targets as the model's loss reads them (class indices, reals,
-    counts), validated by the estimator's own encoding."""
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"y must be 1-D, got shape {y.shape}.")
-    if y.shape[0] != n_rows:
-        raise ValueError(f"X has {n_rows} rows and y {y.shape[0]} values.")
-    return est._likelihood_target(y, n_rows)
 
 
 def grad_log_posterior(thetas, X, y, glm, alpha, fit_intercept, temperature=1.0,
@@ -305,9 +280,9 @@ def ksd_from_estimator(est, X, y, *, c=1.0, beta=-0.5, statistic="v", per_chain=
 
     The score is the exact ``grad log pi = -grad U / T`` of the estimator's
     posterior on ``(X, y)``, with its ``alpha``, ``temperature``,
-    ``fit_intercept`` and model (the estimator's ``_model_spec()``: logistic,
-    multinomial, Gaussian with ``noise_var_`` or Poisson), evaluated with
-    full data passes.
+    ``fit_intercept`` and model (logistic, multinomial, Gaussian with
+    ``noise_var_``, Poisson, negative binomial), evaluated with full data
+    passes by the estimator's ``grad_log_posterior``.
 
     Parameters
     ----------
@@ -348,20 +323,14 @@ def ksd_from_estimator(est, X, y, *, c=1.0, beta=-0.5, statistic="v", per_chain=
     >>> ksd_from_estimator(reg, X, y, per_chain=True).shape    # one per chain
     (4,)
     """
-    glm = _model_of(est)
-    X = est._validate_X_predict(X)
-    weights = est._row_weights(X, np.asarray(y), sample_weight)
-    y = _encode_y(est, y, X.shape[0])
-    draws = _theta_draws(est)
+    _check_estimator(est)
+    keep = None
+    n_kept = est.coef_samples_.shape[1]
+    if max_draws is not None and n_kept > max_draws:
+        keep = np.unique(np.linspace(0, n_kept - 1, int(max_draws)).round().astype(int))
+    draws, score = est.grad_log_posterior(X, y, sample_weight, draws=keep)
     C, N, dim = draws.shape
-    if max_draws is not None and N > max_draws:
-        keep = np.unique(np.linspace(0, N - 1, int(max_draws)).round().astype(int))
-        draws = draws[:, keep]
-        N = draws.shape[1]
     flat = draws.reshape(C * N, dim)
-    alpha = float(getattr(est, "alpha_", est.alpha))
-    score = grad_log_posterior(flat, X, y, glm, alpha, bool(est.fit_intercept),
-                               float(est.temperature), weights).reshape(C, N, dim)
     if per_chain:
         return np.array([ksd(draws[k], score[k], c=c, beta=beta, statistic=statistic)
                          for k in range(C)])

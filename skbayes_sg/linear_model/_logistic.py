@@ -375,7 +375,7 @@ class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSG
 
     #: the model registry entry (``_sampling._glm.MODELS``; softmax for more
     #: than two classes)
-    _registry_model = "logistic"
+    likelihood = "logistic"
 
     _parameter_constraints = {
         **BaseSGMCMC._parameter_constraints,

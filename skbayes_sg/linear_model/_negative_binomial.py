@@ -57,7 +57,7 @@ class SGMCMCNegativeBinomialRegressor(SGMCMCPoissonRegressor):
     (2,)
     """
 
-    _registry_model = "negative_binomial"
+    likelihood = "negative_binomial"
     _model_words = "negative binomial"
 
     _parameter_constraints = {

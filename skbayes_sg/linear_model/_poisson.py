@@ -47,14 +47,14 @@ class SGMCMCPoissonRegressor(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCM
     (2,)
     """
 
-    #: the model registry entry (``_sampling._glm.MODELS``)
-    _registry_model = "poisson"
+    #: its likelihood: the model registry entry (``_sampling._glm.MODELS``)
+    likelihood = "poisson"
 
     #: the model's name in messages
     _model_words = "Poisson"
 
     def _encode_targets(self, y):
-        y = model_spec(self._registry_model).validate_targets(y)
+        y = model_spec(self.likelihood).validate_targets(y)
         if y.size and not np.sum(y) > 0:
             raise ValueError(f"y must have a positive sum for the {self._model_words} model "
                              "(every count is 0): there is no rate to fit.")

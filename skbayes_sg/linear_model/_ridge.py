@@ -60,8 +60,8 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
     >>> mean, std = reg.predict(X[:2], return_std=True)
     """
 
-    #: the model registry entry (``_sampling._glm.MODELS``)
-    _registry_model = "gaussian"
+    #: its likelihood: the model registry entry (``_sampling._glm.MODELS``)
+    likelihood = "gaussian"
 
     _parameter_constraints = {
         **BaseSGMCMC._parameter_constraints,

@@ -881,7 +881,7 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
                         continuing)
         if progress is not None:
             from ..diagnostics._convergence import bulk_ess_and_rhat
-            ess, rhat = bulk_ess_and_rhat(self._convergence_draws()[0])
+            ess, rhat = bulk_ess_and_rhat(self.convergence_quantities()[0])
             progress.finish(ess, rhat, note="on the log-likelihood and weight norms")
         return self
 

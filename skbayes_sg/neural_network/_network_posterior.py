@@ -8,6 +8,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._dask_rows import rowwise
+from ..diagnostics._advice import RunReport
 from .._sampling.samplers import BY_NAME as SAMPLER_MODULES
 from ._backend import _import_torch_backend
 
@@ -83,7 +84,7 @@ class NetworkPosteriorMixin:
         net = backend.MLPNet(self.layer_sizes_, self.activation, self.n_outputs_ == 1)
         draws = np.ascontiguousarray(self.coef_samples_.reshape(-1, self.n_params_))
         device, dtype = self._resolve_device(torch), backend.torch_dtype(self.dtype)
-        d_block, rows = backend._prediction_blocks(net, draws.shape[0],
+        d_block, rows = backend.prediction_blocks(net, draws.shape[0],
                                                    self.max_draws_in_memory)
         with torch.no_grad():
             for r0 in range(0, X.shape[0], rows):
@@ -97,33 +98,29 @@ class NetworkPosteriorMixin:
     # ------------------------------------------------------------------
     # diagnostics
     # ------------------------------------------------------------------
-    def _convergence_draws(self):
-        """Permutation-invariant quantities per draw, shape (n_chains,
-        n_kept, n_layers_): the log-likelihood of the fixed diagnostic rows
-        (up to ``DIAGNOSTIC_ROWS`` training rows), then the Frobenius norm of
-        each layer's weight matrix; and their labels.
+    def convergence_quantities(self):
+        """Permutation-invariant quantities of each draw, for convergence checks.
 
-        The weights themselves are identified only up to permutations (and,
-        for odd activations, sign flips) of the hidden units, so chains in
-        different but equivalent modes disagree on them while predicting
-        alike; these quantities are the same in every such mode, so R-hat
-        and ESS on them are meaningful. Cached until the draws change.
+        The weights are identified only up to permutations (and, for odd
+        activations, sign flips) of the hidden units: chains in equivalent
+        modes disagree on them while predicting alike.  These quantities are
+        the same in every such mode, so R-hat and ESS on them mean something
+        (:meth:`summary`, the fit's warning).  Cached until the draws change.
+
+        Returns
+        -------
+        values : ndarray of shape (n_chains, n_kept, n_layers_)
+            The log-likelihood of ``min(n_samples, DIAGNOSTIC_ROWS)`` fixed
+            training rows, then the Frobenius norm of each layer's weights.
+        labels : list of str
         """
         check_is_fitted(self)
         cache = getattr(self, "_convergence_cache", None)
         if cache is not None and cache[0] is self.coef_samples_:
             return cache[1], cache[2]
-        X, y_idx = self._diagnostic_rows
-        coef = self.coef_samples_
-        quantities = [self._rows_log_likelihood(X, y_idx)]
-        labels = ["log_likelihood"]
-        pos = 0
-        for layer, (fi, fo) in enumerate(zip(self.layer_sizes_[:-1], self.layer_sizes_[1:])):
-            W = coef[:, :, pos:pos + fi * fo].astype(np.float64)
-            quantities.append(np.sqrt(np.einsum("cdk,cdk->cd", W, W)))
-            labels.append(f"weight_norm[{layer + 1}]")
-            pos += fi * fo + fo
-        draws = np.stack(quantities, axis=-1)
+        norms = _weight_norms(self.coef_samples_, self.layer_sizes_)
+        draws = np.stack([self._rows_log_likelihood(*self._diagnostic_rows)] + norms, axis=-1)
+        labels = ["log_likelihood"] + [f"weight_norm[{i + 1}]" for i in range(len(norms))]
         self._convergence_cache = (self.coef_samples_, draws, labels)
         return draws, labels
 
@@ -136,11 +133,11 @@ class NetworkPosteriorMixin:
         if messages:
             warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=3)
 
-    def _chains_share_a_start(self):
-        """No chain shares its start (the advice's R-hat caveat): each starts
-        from its own Glorot draw, and with ``init="mode"`` at the mode Adam
-        finds from it."""
-        return False
+    def __skbayes_sg_run__(self):
+        """What the convergence advice reads of this fit's run: its mixing
+        hint; no chain shares its start (each from its own Glorot draw, and
+        with ``init="mode"`` at the mode Adam finds from it)."""
+        return RunReport(mixing_hint=self._mixing_hint(), chains_share_a_start=False)
 
     def _mixing_hint(self):
         hints = [SAMPLER_MODULES[self.sampler].MIXING_HINT]
@@ -263,7 +260,7 @@ class NetworkPosteriorMixin:
     def _export_posterior(self):
         """``(posterior, dims, coords)`` of :meth:`to_inference_data`: per
         layer ``l`` the weights ``W{l}`` and biases ``b{l}``, then the
-        permutation-invariant quantities of :meth:`_convergence_draws`."""
+        permutation-invariant quantities of :meth:`convergence_quantities`."""
         chains, n_draws = self.coef_samples_.shape[:2]
         posterior, dims, coords = {}, {}, {}
         pos = 0
@@ -278,7 +275,7 @@ class NetworkPosteriorMixin:
         names = getattr(self, "feature_names_in_", None)
         if names is not None:
             coords["layer1_in"] = [str(v) for v in names]
-        invariant, _ = self._convergence_draws()
+        invariant, _ = self.convergence_quantities()
         posterior["log_likelihood_rows"] = invariant[:, :, 0]
         posterior["weight_norm"] = invariant[:, :, 1:]
         dims["weight_norm"] = ["layer"]
@@ -412,3 +409,14 @@ class NetworkPosteriorMixin:
             intercepts.append(theta[pos:pos + fo])
             pos += fo
         return coefs, intercepts
+
+
+def _weight_norms(coef, layer_sizes):
+    """The Frobenius norm of each layer's weight matrix (biases left out) in
+    every draw of ``coef`` (n_chains, n_kept, n_params): a list of arrays."""
+    norms, pos = [], 0
+    for fan_in, fan_out in zip(layer_sizes[:-1], layer_sizes[1:]):
+        W = coef[:, :, pos:pos + fan_in * fan_out].astype(np.float64)
+        norms.append(np.sqrt(np.einsum("cdk,cdk->cd", W, W)))
+        pos += fan_in * fan_out + fan_out
+    return norms

@@ -248,7 +248,7 @@ def step_threads(net, batch_size, device):
             torch.set_num_threads(before)
 
 
-def _prediction_blocks(net, n_draws, max_draws):
+def prediction_blocks(net, n_draws, max_draws):
     """``(d_block, rows)``: draws moved to the device at once (at most
     ``max_draws``) and rows per block, so that one block's activations hold
     at most ``_PREDICT_BLOCK_ELEMENTS`` numbers."""
@@ -282,7 +282,7 @@ def bma_log_proba(net, draws, X, *, device, dtype, max_draws):
     n_draws = draws.shape[0]
     m = X.shape[0]
     n_classes = 2 if net.binary else net.layer_sizes[-1]
-    d_block, rows = _prediction_blocks(net, n_draws, max_draws)
+    d_block, rows = prediction_blocks(net, n_draws, max_draws)
     out = np.empty((m, n_classes), dtype=np.float64)
     with torch.no_grad():
         Xt_all = torch.as_tensor(X)
@@ -324,7 +324,7 @@ def draws_log_likelihood(net, draws, X, y_idx, *, device, dtype, max_draws):
     """
     n_draws = draws.shape[0]
     m = X.shape[0]
-    d_block, rows = _prediction_blocks(net, n_draws, max_draws)
+    d_block, rows = prediction_blocks(net, n_draws, max_draws)
     out = np.zeros(n_draws, dtype=np.float64)
     with torch.no_grad():
         Xt_all = torch.as_tensor(X)
