@@ -22,10 +22,10 @@ from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCR
 Z_TOL = 4.5
 
 
-def _fit(est, X, y):
+def _fit(est, X, y, **fit_params):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")         # convergence notes of short fits
-        return est.fit(X, y)
+        return est.fit(X, y, **fit_params)
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +216,30 @@ def test_log_likelihood_is_each_draws_density_of_each_row():
     np.testing.assert_allclose(got, want, rtol=1e-10)
     with pytest.raises(ValueError, match="y has 29 values for 30 rows"):
         est.log_likelihood(X, y[:29])
+
+
+def test_grad_log_posterior_is_the_score_of_the_sampled_posterior():
+    """``grad_log_posterior`` against the ridge score written here,
+    ``-[X^T (X w + b - y) / noise_var + alpha theta] / T`` per draw (the
+    weights of the fit applied), with ``draws`` picking kept draws; and
+    ``likelihood_params_`` names the Gaussian's noise variance."""
+    from skbayes_sg import SGMCMCRidge
+    rng = np.random.RandomState(6)
+    X = rng.normal(size=(40, 3))
+    y = X @ [1.0, -0.5, 0.2] + 0.3 + rng.normal(size=40)
+    w = rng.uniform(0.5, 2.0, size=40)
+    est = SGMCMCRidge(n_samples=30, n_chains=2, temperature=0.5, random_state=0)
+    est = _fit(est, X, y, sample_weight=w)
+    theta, score = est.grad_log_posterior(X, y, sample_weight=w, draws=[0, 7, 29])
+    assert theta.shape == score.shape == (2, 3, 4)
+    np.testing.assert_array_equal(theta[:, :, :3], est.coef_samples_[:, [0, 7, 29]])
+    np.testing.assert_array_equal(theta[:, :, 3], est.intercept_samples_[:, [0, 7, 29]])
+    Xe = np.hstack([X, np.ones((40, 1))])
+    resid = (theta @ Xe.T - y) * w / est.noise_var_               # (chains, draws, rows)
+    want = -(resid @ Xe + est.alpha_ * theta) / 0.5
+    np.testing.assert_allclose(score, want, rtol=1e-10, atol=1e-10)
+    assert est.likelihood_params_ == {"noise_var": est.noise_var_}
+    full_theta, _ = est.grad_log_posterior(X, y, sample_weight=w)
+    assert full_theta.shape == (2, 30, 4)
+    with pytest.raises(ValueError, match="y must be 1-D"):
+        est.grad_log_posterior(X, y[:, None])
