@@ -26,7 +26,7 @@ def test_each_chain_carries_its_adapted_step():
     X = (X - X.mean(axis=0)) / X.std(axis=0)      # 31 parameters: steps below the largest
     est = SGMCMCLogisticRegression(n_samples=50, random_state=0).fit(X, y)
     assert est.metropolis_
-    steps = np.array([s["dynamics"]["step_size"][0] for s in est._chain_states])
+    steps = np.array([s.dynamics["step_size"][0] for s in est._chain_states])
     assert np.ptp(steps) > 0                       # adapted per chain
     assert est.step_size_ == np.exp(np.mean(np.log(steps)))     # their geometric mean
     start = est._fit_setup.sampler_config["step_size"]
@@ -35,7 +35,7 @@ def test_each_chain_carries_its_adapted_step():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est.set_params(warm_start=True, n_warmup="auto").fit(X, y)
-    again = np.array([s["dynamics"]["step_size"][0] for s in est._chain_states])
+    again = np.array([s.dynamics["step_size"][0] for s in est._chain_states])
     np.testing.assert_array_equal(again, steps)
     assert est._fit_setup.sampler_config["step_size"] == start
 
@@ -47,15 +47,15 @@ def test_set_step_moves_every_chain_and_only_the_chains():
                                    n_samples=20, random_state=0).fit(X, y)
     spec = chain_spec(est, est._fit_context(X, y, est._model_spec(), None),
                       est._model_spec(), est._fit_setup, None)
-    pool = ChainPool(X, y, spec, [dict(s) for s in est._chain_states])
+    pool = ChainPool(X, y, spec, list(est._chain_states))
     start = spec.sampler_config["step_size"]
     np.testing.assert_array_equal(pool.step_sizes(), np.full(4, est.step_size_))
-    states = [dict(s) for s in pool.states]
+    states = list(pool.states)
     pool.set_step(0.5 * est.step_size_)
     np.testing.assert_array_equal(pool.step_sizes(), np.full(4, 0.5 * est.step_size_))
     assert spec.sampler_config["step_size"] == start
     # the chains' saved states are new ones (the ones handed in are not written)
-    assert all(new["dynamics"] is not old["dynamics"] for new, old in zip(pool.states, states))
+    assert all(new.dynamics is not old.dynamics for new, old in zip(pool.states, states))
 
 
 def test_a_metric_change_is_a_new_spec():
@@ -72,15 +72,21 @@ def test_a_metric_change_is_a_new_spec():
                       est._model_spec(), est._fit_setup, None)
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.metric = {}
-    pool = ChainPool(X, y, spec, [dict(s) for s in est._chain_states])
+    pool = ChainPool(X, y, spec, list(est._chain_states))
     wider = {**spec.metric, "kind": "diagonal", "center": np.zeros(4), "factor": np.full(4, 2.0)}
-    thetas = [np.asarray(s["theta"]).copy() for s in pool.states]
+    thetas = [np.asarray(s.theta).copy() for s in pool.states]
+    before = list(pool.states)
     pool.rebase(wider)
     assert pool.spec is not spec and pool.spec.metric is wider
     assert spec.metric["kind"] == "identity"
-    for state, theta in zip(pool.states, thetas):
-        np.testing.assert_allclose(state["theta"], theta / 2.0)     # the same parameters
-        assert state["dynamics"]["cache_scalars"][1] == 0.0        # the cached gradient dropped
+    for state, old, theta in zip(pool.states, before, thetas):
+        np.testing.assert_allclose(state.theta, theta / 2.0)     # the same parameters
+        assert state.dynamics["cache_scalars"][1] == 0.0        # the cached gradient dropped
+        # the chains' states are new ones too, and the old ones are as they were
+        assert state is not old
+        np.testing.assert_array_equal(old.theta, theta)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pool.states[0].theta = thetas[0]
 
 
 def test_default_chain_workers_follow_the_cores_and_joblib_config(monkeypatch):
@@ -141,7 +147,7 @@ def test_every_momentum_dynamics_saves_its_momentum_under_its_definitions_key():
             warnings.simplefilter("ignore")     # a short fit: only its state is read
             est = SGMCMCRidge(sampler=name, n_samples=20, n_warmup=20, n_chains=1,
                               random_state=0).fit(X, y)
-        saved = est._chain_states[0]["dynamics"]
+        saved = est._chain_states[0].dynamics
         definition = DYNAMICS[name]
         if definition.has_momentum:
             assert definition.momentum_key in saved, (name, sorted(saved))

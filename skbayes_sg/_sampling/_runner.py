@@ -161,10 +161,37 @@ class ChainResult:
     step_size: float = float("nan")
 
 
+@dataclass(frozen=True, eq=False)
+class ChainState:
+    """A chain's saved state between rounds: plain arrays and dicts, no
+    Cython object (picklable; a fitted estimator keeps its chains' states
+    for ``warm_start``).  A change between rounds (a step, a metric) makes a
+    new one (:func:`dataclasses.replace`), never an edit of the old.
+
+    Attributes
+    ----------
+    theta : ndarray of shape (dim,)
+        The chain's position in the metric's coordinates ``z``.
+    dynamics : dict or None
+        Its dynamics' auxiliary state (``Dynamics.get_state``: the step,
+        the cached gradient, the adaptation, and what the law carries, such
+        as a momentum under its definition's ``momentum_key``); None before
+        the chain first ran.
+    estimator : dict or None
+        Its gradient estimator's state (tables, snapshot, cursor), if any.
+    bit_generator : dict
+        Its random stream (``PCG64.state``).
+    """
+    theta: np.ndarray
+    dynamics: dict
+    estimator: dict
+    bit_generator: dict
+
+
 def initial_state(seed, z0):
     """The state of a chain that has not run yet."""
-    return {"theta": np.array(z0, dtype=np.float64), "dynamics": None, "estimator": None,
-            "bit_generator": np.random.PCG64(seed).state}
+    return ChainState(np.array(z0, dtype=np.float64), None, None,
+                      np.random.PCG64(seed).state)
 
 
 def _fmt_seconds(t):
@@ -478,19 +505,19 @@ def _build_chain(X, y, spec, state, chain_id=0):
     with a lazy kernel, the lazy chain (one for all segments: its
     coordinates are brought up to date at kept draws and once at the end)."""
     bitgen = np.random.PCG64()
-    bitgen.state = state["bit_generator"]
+    bitgen.state = state.bit_generator
     generator = np.random.Generator(bitgen)
-    theta = np.array(state["theta"], dtype=np.float64)
+    theta = np.array(state.theta, dtype=np.float64)
     problem = Problem(RowData(X, spec.fit_intercept), y, spec.model, spec.n_outputs,
                       spec.model_params, spec.sample_weight)
     estimator = SUBSAMPLINGS[spec.subsampling].build(problem, spec.subsampling_config)
-    if state.get("estimator") is not None and hasattr(estimator, "set_state"):
-        estimator.set_state(state["estimator"])  # tables, snapshot, schedule, cursor
+    if state.estimator is not None and hasattr(estimator, "set_state"):
+        estimator.set_state(state.estimator)     # tables, snapshot, schedule, cursor
     elif spec.chain_rows:
         # a pool of rows drawn ahead, shared: each chain starts at its own row
         estimator.start_at(chain_id * spec.chain_rows)
     dynamics = SAMPLERS[spec.sampler].build(problem.dim, spec.sampler_config,
-                                            state.get("dynamics"), generator)
+                                            state.dynamics, generator)
     metric = Metric.from_config(spec.metric)
     oracle = ChainOracle(estimator, spec.alpha, spec.ewsg_chain_length, dynamics, spec.ewsg_x,
                          metric, spec.metropolis)
@@ -570,9 +597,9 @@ def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, l
             samples = samples[:kept]
     if adapt.get("finish"):
         dynamics.finish_adaptation()
-    new_state = {"theta": theta.copy(), "dynamics": dynamics.get_state(),
-                 "estimator": estimator.get_state() if hasattr(estimator, "get_state") else None,
-                 "bit_generator": bitgen.state}
+    new_state = ChainState(theta.copy(), dynamics.get_state(),
+                           estimator.get_state() if hasattr(estimator, "get_state") else None,
+                           bitgen.state)
     return ChainResult(samples, new_state, estimator.n_evals, done, diverged,
                        time.perf_counter() - t0, reason,
                        estimator.size_log_values() if (adaptive and log_sizes) else None,
@@ -663,7 +690,7 @@ class ChainPool:
         :class:`~._draws.DrawStore` the kept draws go into it (the results'
         ``samples`` are then None)."""
         if n_steps <= 0:
-            return [ChainResult(np.empty((0, len(s["theta"]))), s, 0, 0, False, 0.0)
+            return [ChainResult(np.empty((0, len(s.theta))), s, 0, 0, False, 0.0)
                     for s in self.states]
         if store is not None and keep:
             store.reserve(n_steps // thin)   # room for every chain's draws of this call
@@ -722,15 +749,15 @@ class ChainPool:
         A chain's step lives in its state (its dynamics' ``step_size``, which
         dual averaging adapts per chain); the config's is only where the
         chains started, so it is not written here."""
-        for state in self.states:
-            if state.get("dynamics") is None:
-                raise RuntimeError("set_step before the chains ran: set the config's step")
-            state["dynamics"] = with_step(state["dynamics"], step_size)
+        if any(state.dynamics is None for state in self.states):
+            raise RuntimeError("set_step before the chains ran: set the config's step")
+        self.states = [replace(state, dynamics=with_step(state.dynamics, step_size))
+                       for state in self.states]
         self.rebase(self.spec.metric, momentum_scale)
 
     def step_sizes(self):
         """Every chain's current step (from its state: the chains have run)."""
-        return np.array([state_step(s["dynamics"]) for s in self.states])
+        return np.array([state_step(s.dynamics) for s in self.states])
 
     def rebase(self, new_metric, momentum_scale=1.0):
         """Move every chain to the coordinates of ``new_metric`` (same
@@ -741,19 +768,8 @@ class ChainPool:
         new = Metric.from_config(new_metric)
         definition = DYNAMICS[self.spec.sampler]
         momentum = definition.momentum_key if definition.has_momentum else None
-        for state in self.states:
-            theta = old.py_to_theta(state["theta"])
-            state["theta"] = new.py_to_z(theta)
-            if state.get("dynamics") is None:
-                continue
-            dyn = without_cached_gradient(state["dynamics"])
-            bitgen = np.random.PCG64()
-            bitgen.state = state["bit_generator"]
-            gen = np.random.Generator(bitgen)
-            if momentum is not None:     # a KeyError here: the definition names another key
-                dyn[momentum] = momentum_scale * gen.standard_normal(len(dyn[momentum]))
-            state["bit_generator"] = bitgen.state
-            state["dynamics"] = dyn
+        self.states = [_rebased(state, old, new, momentum, momentum_scale)
+                       for state in self.states]
         bounds = self.spec.bounds
         if bounds is not None and new_metric["kind"] == "dense":
             # the adapted metric estimates the posterior's own sds: where
@@ -763,6 +779,23 @@ class ChainPool:
             F = np.asarray(new_metric["factor"])
             bounds = (center, np.maximum(sd, np.sqrt(np.einsum("ij,ij->i", F, F))), max_sds)
         self.spec = replace(self.spec, metric=new_metric, bounds=bounds)
+
+
+def _rebased(state, old, new, momentum, momentum_scale):
+    """:meth:`ChainPool.rebase` of one chain: a new state at the same
+    parameters in ``new``'s coordinates, its cached gradient dropped and its
+    momentum (the dynamics' entry ``momentum``; None: none) redrawn from its
+    own random stream."""
+    theta = new.py_to_z(old.py_to_theta(state.theta))
+    if state.dynamics is None:
+        return replace(state, theta=theta)
+    dyn = without_cached_gradient(state.dynamics)
+    bitgen = np.random.PCG64()
+    bitgen.state = state.bit_generator
+    gen = np.random.Generator(bitgen)
+    if momentum is not None:     # a KeyError here: the definition names another key
+        dyn[momentum] = momentum_scale * gen.standard_normal(len(dyn[momentum]))
+    return replace(state, theta=theta, dynamics=dyn, bit_generator=bitgen.state)
 
 
 def chain_workers(n_jobs, n_chains):

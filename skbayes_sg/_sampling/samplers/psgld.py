@@ -78,5 +78,5 @@ linear_step = None
 
 def identity_preconditioner(cfg, states, dim):
     """The chains' RMSprop diagonal G at the end of the fit, averaged."""
-    V = np.mean([np.asarray(s["dynamics"]["V"]) for s in states], axis=0)
+    V = np.mean([np.asarray(s.dynamics["V"]) for s in states], axis=0)
     return np.sqrt(1.0 / (float(cfg.get("eps", 1e-5)) + np.sqrt(V)))
