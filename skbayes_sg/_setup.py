@@ -84,8 +84,20 @@ AUTO_BUDGET_FLOP_RATE = 5e8
 #: variances exceeds this is warned about (automatic settings: 4%)
 STEP_ERROR_WARN = 0.25
 #: at most this many low-rank directions at each end of the whitened
-#: Hessian's spectrum (a step costs 4 dim k flops more)
-LOWRANK_DIRECTIONS = 32
+#: Hessian's spectrum; how many are taken is a cost (:func:`_cheapest_lowrank`)
+LOWRANK_DIRECTIONS = 128
+#: the dense metric's check (:func:`_dense_pays`) compares it with a low-rank
+#: metric of the Ritz pairs of DENSE_CHECK_STEPS Lanczos steps, at most
+#: DENSE_CHECK_DIRECTIONS at each end and at most 2 nnz / (4 dim) in all: the
+#: rule as it was measured (a correlated design of 2,100 parameters and 300
+#: rows: dense, ESS 674 in 22.7 s; the cost rule's 59 directions from 384
+#: steps: ESS 16 at its budget)
+DENSE_CHECK_STEPS = 128
+DENSE_CHECK_DIRECTIONS = 32
+#: a step's products with the low-rank metric's k directions cost this many
+#: multiply-adds per parameter and direction (the basis read for L z and
+#: for L^T g, twice each), in the units of ``ROW_COST_*``
+LOWRANK_DIRECTION_COST = 4.0
 #: a Ritz pair joins the low-rank metric when its eigenvalue is outside
 #: [1 / LOWRANK_SPREAD, LOWRANK_SPREAD] and its residual is within
 #: LOWRANK_RESIDUAL of its distance to 1 (converged where it matters)
@@ -97,45 +109,55 @@ LOWRANK_RESIDUAL = 0.1
 #: low-rank metric's (whose steps the condition number left multiplies):
 #: :func:`_dense_pays`
 AUTO_DENSE_BYTES = 512 << 20
-#: a Metropolis-adjusted HMC trajectory in a diagonal metric lasts a quarter
-#: period of its slowest direction, at most this many of the reference's
+#: a Metropolis-adjusted HMC trajectory in a diagonal or low-rank metric is
+#: at most this many quarter periods of the reference Gaussian
 MAX_TRAJECTORY_FACTOR = 8.0
-#: its lengths are drawn uniform in NARROW_SPAN times it, or in WIDE_SPAN
-#: times it where it is longer than the reference's by at least
-#: WIDE_SPAN_TURN.  From there on the longest of the narrow
-#: span's lengths (1.25 quarter periods of the slowest direction) turns the
-#: bulk (whitened eigenvalues near 1) by a half turn, which flips z and
-#: keeps |z|: on the text ridge (slowest quarter period 1.70 times the
-#: reference's) lag-1 autocorrelations -0.6 in z and +0.6 in |z|, and split
-#: R-hat on the folded draws, not the ESS, set the fit's length (118,000
-#: passes; 82,600 with the wide span).  Below it the narrow span is better:
-#: the text logistic regression (1.33 times) took 134,000 passes with it and
-#: 205,000 with the wide one, which gives its slowest direction shorter,
-#: positively correlated moves.  The span [0.25, 1.25] was chosen over [0.5,
-#: 1.5], [0, 1.5], [0.4, 1.2] and exponential lengths in a simulation of such
-#: spectra (2 to 8 times fewer gradients than the narrow span for the same
-#: ESS and R-hat)
-WIDE_SPAN_TURN = 1.6
-NARROW_SPAN = (0.75, 1.25)
-WIDE_SPAN = (0.25, 1.25)
+#: its lengths are drawn uniform in [1 - j, 1 + j] times a centre; the
+#: centre (on a log grid) and j (one of these) are those the exact-HMC model
+#: of the spectrum left prefers (:func:`trajectory_lengths`).  Wider jitters
+#: draw many short trajectories: at 3,000 text features (jitter 0.9) the sd
+#: ratios strayed to 0.11-0.14 in 400 draws, against 0.09-0.10 at 2/3
+TRAJECTORY_JITTERS = (0.25, 1.0 / 3.0, 0.5, 2.0 / 3.0)
 #: lazy sparse steps where a minibatch touches fewer than 1/LAZY_DENSITY of the
 #: coordinates (a lazy coordinate update costs a few eager ones)
 LAZY_DENSITY = 4.0
 
 
-def trajectory_lengths(lam_min):
-    """HMC's trajectory lengths in a whitened metric whose slowest direction
-    left has eigenvalue ``lam_min``: ``{"trajectory": centre, "jitter": j}``
-    for :class:`~._sampling._dynamics.SGHMCLeapfrog`, lengths uniform in
-    ``[1 - j, 1 + j]`` times the centre.  The slowest direction turns by a
-    quarter turn in ``(pi / 2) / sqrt(lam_min)`` (at most
-    ``MAX_TRAJECTORY_FACTOR`` reference quarter periods); the lengths span
-    ``NARROW_SPAN`` of it, or ``WIDE_SPAN`` from ``WIDE_SPAN_TURN``
-    reference quarter periods on."""
-    turn = min(1.0 / np.sqrt(min(max(lam_min, 1e-12), 1.0)), MAX_TRAJECTORY_FACTOR)
-    lo, hi = WIDE_SPAN if turn >= WIDE_SPAN_TURN else NARROW_SPAN
-    quarter = 0.5 * np.pi * turn
-    return {"trajectory": quarter * (lo + hi) / 2, "jitter": (hi - lo) / (hi + lo)}
+def trajectory_lengths(lam_min, lam_max=1.0):
+    """HMC's trajectory lengths in a whitened metric whose remaining
+    eigenvalues lie in ``[lam_min, lam_max]``: ``{"trajectory": centre,
+    "jitter": j}`` for :class:`~._sampling._dynamics.SGHMCLeapfrog`, lengths
+    uniform in ``[1 - j, 1 + j]`` times the centre.
+
+    They maximise the worst effective draws per gradient of exact HMC on a
+    Gaussian with that spectrum.  Along an eigenvalue ``lam`` a trajectory
+    of length ``t`` rotates ``(z, p)`` by ``sqrt(lam) t``: the lag-1
+    autocorrelation is ``E cos(sqrt(lam) t)`` for ``z`` and ``E cos^2`` for
+    ``z^2``, averaged over the lengths drawn, and an AR(1) chain with
+    autocorrelation ``rho`` gives ``(1 - rho) / (1 + rho)`` effective draws
+    a step.  The worst of the two over a log grid of the spectrum, divided
+    by the centre (the step is set by ``lam_max`` alone), is maximised over
+    the centres (up to ``MAX_TRAJECTORY_FACTOR`` reference quarter periods)
+    and ``TRAJECTORY_JITTERS``.  Both matter: a quarter period of the
+    slowest direction that turns the bulk by a half turn flips ``z`` and
+    keeps ``|z|`` (the bulk ESS then overstates the scale's: on the text
+    ridge 4,519 against 1,884 folded), and a length that suits the bulk
+    leaves the slowest direction barely moved."""
+    lam_min = float(np.clip(lam_min, 1e-12, 1.0))
+    lam_max = max(float(lam_max), lam_min * (1.0 + 1e-9))
+    lam = np.exp(np.linspace(np.log(lam_min), np.log(lam_max), 64))[:, None]
+    centres = 0.5 * np.pi * np.exp(np.linspace(np.log(0.25), np.log(MAX_TRAJECTORY_FACTOR), 97))
+    unit = np.linspace(-1.0, 1.0, 101)
+    best, choice = -np.inf, None
+    for j in TRAJECTORY_JITTERS:
+        for centre in centres:
+            phase = np.sqrt(lam) * (centre * (1.0 + j * unit))[None, :]
+            cos = np.cos(phase)
+            rho_z, rho_sq = cos.mean(axis=1), (cos * cos).mean(axis=1)
+            worst = min(np.min((1 - rho_z) / (1 + rho_z)), np.min((1 - rho_sq) / (1 + rho_sq)))
+            if worst / centre > best:
+                best, choice = worst / centre, {"trajectory": float(centre), "jitter": j}
+    return choice
 
 
 @dataclass(frozen=True)
@@ -417,9 +439,10 @@ class SetupPolicy:
         no dim x dim matrix) finds its extreme eigenpairs, and
 
         * the converged ones far from 1 (at most ``LOWRANK_DIRECTIONS`` at
-          each end) become a low-rank metric (``metric="auto"``): each
-          direction scaled by ``lambda^(-1/2)``, so that A is 1 there.  A
-          step then costs O(dim k) more, against the gradient's O(nnz);
+          each end, as many as pay: :func:`_cheapest_lowrank`) become a
+          low-rank metric (``metric="auto"``): each direction scaled by
+          ``lambda^(-1/2)``, so that A is 1 there.  A step then costs
+          O(dim k) more, against the gradient's O(nnz);
         * the extremes left, ``lambda_min`` and ``lambda_max``, set the step:
           the leapfrog error of the stiffest direction grows like ``(h^2
           lambda_max)^2`` and a trajectory's energy error sums ``dim`` such
@@ -446,18 +469,14 @@ class SetupPolicy:
 
         lowrank = self.p.metric == "auto"
         if lowrank:
-            values, vectors, residuals, ritz_weights = extreme_eigenpairs(whitened_hessian, ctx.dim)
-            # k directions cost 4 dim k flops a step: at most about the
-            # gradient's 2 nnz (and at least 8)
-            nnz = ctx.X.nnz if hasattr(ctx.X, "nnz") else ctx.X.size
-            max_rank = max(8, int(2 * nnz * ctx.glm.n_outputs / (4 * ctx.dim)))
-            chosen = _lowrank_directions(values, residuals, max_rank)
-            if _dense_pays(ctx, values, ritz_weights, chosen, nnz):
+            if _dense_pays(ctx, whitened_hessian):
                 ctx.resolved.metric_kind = "dense"    # what the pieces after this see
                 center, factor = ctx.laplace_metric("dense", T)
                 metric_cfg = Metric(ctx.dim, "dense", center, factor, 1.0 / T, 1.0).get_config()
                 shrink = min(1.0, (MAX_DENSE_METRIC / ctx.dim) ** 0.25)
                 return float(rule.start_step * shrink), None, metric_cfg
+            values, vectors, residuals, ritz_weights = extreme_eigenpairs(whitened_hessian, ctx.dim)
+            chosen = _cheapest_lowrank(ctx, values, residuals, ritz_weights)
             rest = np.delete(values, chosen)
             lam_min = float(rest.min()) if rest.size else 1.0
             lam_max = float(rest.max()) if rest.size else 1.0
@@ -469,7 +488,7 @@ class SetupPolicy:
         shrink = min(1.0, (MAX_DENSE_METRIC / ctx.dim) ** 0.25) / np.sqrt(max(lam_max, 1.0))
         trajectory = None
         if rule.trajectory and self.p.n_leapfrog == "auto":
-            trajectory = trajectory_lengths(lam_min)
+            trajectory = trajectory_lengths(lam_min, lam_max)
         return float(rule.start_step * min(shrink, 1.0)), trajectory, metric_cfg
 
     def _check_parameters_act(self, sampler, subsampling):
@@ -661,18 +680,43 @@ def _check_taylor(ctx, subsampling):
                          "Use subsampling='cv-preferential' (or 'auto').")
 
 
-def _lowrank_directions(values, residuals, max_rank=2 * LOWRANK_DIRECTIONS):
-    """Indices of the Ritz pairs a low-rank metric corrects: converged
-    (residual within ``LOWRANK_RESIDUAL`` of ``|lambda - 1|``), outside
-    ``[1 / LOWRANK_SPREAD, LOWRANK_SPREAD]``, at most
-    ``LOWRANK_DIRECTIONS`` at each end and ``max_rank`` in all, the
-    farthest from 1 in log scale first."""
+def _lowrank_directions(values, residuals, per_end=LOWRANK_DIRECTIONS):
+    """Indices of the Ritz pairs a low-rank metric may correct, the farthest
+    from 1 in log scale first: converged (residual within
+    ``LOWRANK_RESIDUAL`` of ``|lambda - 1|``), outside ``[1 /
+    LOWRANK_SPREAD, LOWRANK_SPREAD]``, at most ``per_end`` at each end."""
     ok = residuals <= LOWRANK_RESIDUAL * np.abs(values - 1.0)
-    low = np.flatnonzero(ok & (values < 1.0 / LOWRANK_SPREAD))[:LOWRANK_DIRECTIONS]
-    high = np.flatnonzero(ok & (values > LOWRANK_SPREAD))[::-1][:LOWRANK_DIRECTIONS]
+    low = np.flatnonzero(ok & (values < 1.0 / LOWRANK_SPREAD))[:per_end]
+    high = np.flatnonzero(ok & (values > LOWRANK_SPREAD))[::-1][:per_end]
     both = np.concatenate([low, high])
-    both = both[np.argsort(-np.abs(np.log(values[both])), kind="stable")][:max_rank]
-    return np.sort(both)
+    return both[np.argsort(-np.abs(np.log(values[both])), kind="stable")]
+
+
+def _cheapest_lowrank(ctx, values, residuals, weights):
+    """The Ritz pairs the low-rank metric corrects (sorted indices): the
+    first ``k`` candidates of :func:`_lowrank_directions` that minimise the
+    predicted cost per effective draw of a Metropolis-adjusted
+    full-gradient fit, ``(gradient + LOWRANK_DIRECTION_COST dim k)
+    sqrt(kappa_k)``: a leapfrog step's gradient (``n`` rows at their
+    measured cost, ``ROW_COST_*``), the metric's products with the ``k``
+    directions, and the condition number they leave
+    (:func:`_remaining_spectrum`), whose square root the steps per effective
+    draw follow.  On the 10^4-feature text ridge (100,000 rows, 13
+    non-zeros a row) a step's products with 128 directions cost a tenth of
+    its gradient and leave a condition number of 4.1 where 65 leave 6.7."""
+    order = _lowrank_directions(values, residuals)
+    gradient = ctx.n * (ROW_COST_FIXED + ROW_COST_PER_NONZERO * row_nonzeros(ctx)) \
+        * ctx.glm.n_outputs
+    # never fewer than the earlier cap, 2 nnz K / (4 dim) (at least 8): on 300
+    # sparse rows of 2,100 features the rule's estimate took none, and the
+    # fit needed 5.6 times the passes of the earlier 8 directions
+    nnz = ctx.X.nnz if hasattr(ctx.X, "nnz") else ctx.X.size
+    floor = min(max(8, int(2 * nnz * ctx.glm.n_outputs / (4 * ctx.dim))), len(order))
+    costs = []
+    for k in range(floor, len(order) + 1):
+        low, high = _remaining_spectrum(values, weights, np.sort(order[:k]), ctx.dim)
+        costs.append((gradient + LOWRANK_DIRECTION_COST * ctx.dim * k) * np.sqrt(high / low))
+    return np.sort(order[:floor + int(np.argmin(costs))])
 
 
 def _remaining_spectrum(values, weights, chosen, dim):
@@ -699,7 +743,7 @@ def _remaining_spectrum(values, weights, chosen, dim):
     return float(min(low, 1.0)), float(max(high, 1.0))
 
 
-def _dense_pays(ctx, values, weights, chosen, nnz):
+def _dense_pays(ctx, whitened_hessian):
     """Whether the dense Laplace metric beats the low-rank one for a
     Metropolis-adjusted full-gradient fit (``metric="auto"``, above
     ``MAX_DENSE_METRIC`` parameters).
@@ -708,7 +752,10 @@ def _dense_pays(ctx, values, weights, chosen, nnz):
     metric's: ``4 dim^2`` dense, ``4 dim k`` low-rank.  In the dense
     Laplace metric the remainder is close to the identity; in the low-rank
     one the steps per effective draw grow like ``sqrt(kappa)``, ``kappa``
-    the condition number left (:func:`_remaining_spectrum`).  Dense when its
+    the condition number left (:func:`_remaining_spectrum`) by the Ritz
+    pairs of ``DENSE_CHECK_STEPS`` Lanczos steps (at most
+    ``DENSE_CHECK_DIRECTIONS`` at each end, ``2 nnz K / (4 dim)`` in
+    all; its own products, counted as set-up passes).  Dense when its
     factor fits in ``AUTO_DENSE_BYTES`` and ``(2 nnz K + 4 dim^2) <
     (2 nnz K + 4 dim k) sqrt(kappa)``.  a9a with its pairwise interactions
     (5,439 parameters): sqrt(kappa) 100 against a step 16.5 times dearer,
@@ -717,6 +764,11 @@ def _dense_pays(ctx, values, weights, chosen, nnz):
     d = ctx.dim
     if 8.0 * d * d > AUTO_DENSE_BYTES:
         return False
+    values, _, residuals, weights = extreme_eigenpairs(whitened_hessian, d,
+                                                       n_steps=DENSE_CHECK_STEPS)
+    nnz = ctx.X.nnz if hasattr(ctx.X, "nnz") else ctx.X.size
+    max_rank = max(8, int(2 * nnz * ctx.glm.n_outputs / (4 * d)))
+    chosen = np.sort(_lowrank_directions(values, residuals, DENSE_CHECK_DIRECTIONS)[:max_rank])
     lam_min, lam_max = _remaining_spectrum(values, weights, chosen, d)
     gradient = 2.0 * nnz * ctx.glm.n_outputs
     dense = gradient + 4.0 * d * d

@@ -362,3 +362,48 @@ def test_over_row_chunks_stops_at_an_error_and_reads_the_thread_limit(monkeypatc
         list(_row_algebra.over_row_chunks(chunk, n, chunk=100))
     assert len(started) < n // 100          # the chunks not started were dropped
     assert sum(_row_algebra.over_row_chunks(lambda a, b: b - a, n, chunk=1000)) == n
+
+
+def test_the_lowrank_metric_takes_the_directions_that_pay():
+    """``_cheapest_lowrank`` on a spectrum given directly (converged Ritz
+    pairs at both ends; three unconverged Ritz values standing for the
+    bulk): it takes the prefix of candidates, farthest from 1 first, that
+    minimises ``(gradient + LOWRANK_DIRECTION_COST dim k) sqrt(kappa_k)``.
+    Rows dear against the metric's products: every candidate; cheaper rows:
+    the far ones (like the text posteriors' 40 topic directions); cheap
+    rows: never fewer than the earlier cap, ``2 nnz / (4 dim)`` and at
+    least 8."""
+    from types import SimpleNamespace
+
+    from skbayes_sg._setup import (LOWRANK_DIRECTION_COST, _cheapest_lowrank,
+                                   _lowrank_directions, _remaining_spectrum)
+    dim = 10_000
+    high = np.linspace(12.0, 2.0, 40)
+    low = np.linspace(0.40, 0.62, 60)
+    bulk = np.array([0.65, 1.0, 1.55])
+    values = np.sort(np.concatenate([low, high, bulk]))
+    in_bulk = np.isin(values, bulk)
+    residuals = np.where(in_bulk, 1.0, 0.0)
+    weights = np.where(in_bulk, (1.0 - 100.0 / dim) / 3, 1.0 / dim)
+
+    def context(n):         # 13 non-zeros a row (only the count is read)
+        X = SimpleNamespace(nnz=13 * n, shape=(n, dim))
+        return SimpleNamespace(n=n, dim=dim, X=X, glm=SimpleNamespace(n_outputs=1))
+
+    def cost(ctx, chosen):
+        lo, hi = _remaining_spectrum(values, weights, chosen, dim)
+        gradient = ctx.n * (policy_rules.ROW_COST_FIXED + policy_rules.ROW_COST_PER_NONZERO * 13)
+        return (gradient + LOWRANK_DIRECTION_COST * dim * len(chosen)) * np.sqrt(hi / lo)
+
+    every = _cheapest_lowrank(context(100_000), values, residuals, weights)
+    assert len(every) == 100 and not np.any(in_bulk[every])
+    top = _cheapest_lowrank(context(5_000), values, residuals, weights)
+    assert 0 < len(top) <= 40 and np.all(values[top] >= 2.0)
+    order = _lowrank_directions(values, residuals)
+    cheap = _cheapest_lowrank(context(1_000), values, residuals, weights)
+    np.testing.assert_array_equal(cheap, np.sort(order[:8]))
+    for n in (1_000, 5_000, 10_000, 100_000):     # no other prefix from 8 on is cheaper
+        ctx = context(n)
+        taken = _cheapest_lowrank(ctx, values, residuals, weights)
+        best = min(cost(ctx, np.sort(order[:k])) for k in range(8, len(order) + 1))
+        assert cost(ctx, taken) == pytest.approx(best)

@@ -61,10 +61,12 @@ def extreme_eigenvalues(matvec, dim, n_steps=LANCZOS_STEPS, seed=0):
     return float(ritz[0]), float(ritz[-1])
 
 
-#: Lanczos steps of the low-rank metric's set-up: enough for the 32 extreme
-#: eigenpairs at each end of a text posterior to converge (its residuals
-#: fall below 1% of |lambda - 1| by about 120 steps at 10^4 parameters)
-LOWRANK_STEPS = 128
+#: Lanczos steps of the low-rank metric's set-up (one data pass each).  At
+#: 10^4 text features 128 steps (and a cap of 65 directions) gave a metric
+#: of 59-61 directions; 384 give the cost rule (``_setup._cheapest_lowrank``)
+#: the 107-122 converged pairs it takes there, for 256 passes more where the
+#: fits then saved 17,600 (ridge) and 43,000 (logistic) passes of sampling
+LOWRANK_STEPS = 384
 #: memory of the Lanczos basis (steps x dim float64): fewer steps beyond it
 LANCZOS_BYTES = 256 << 20
 
