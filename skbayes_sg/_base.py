@@ -174,11 +174,10 @@ class PosteriorPredictiveMixin:
             raise ValueError(f"y must be 1-D, got shape {y.shape}.")
         weights = self._row_weights(X, y, sample_weight)
         target = self._likelihood_target(y, X.shape[0])
-        coef, icpt = self.coef_samples_, self.intercept_samples_
-        if coef.ndim == 3:                          # one output
-            coef, icpt = coef[:, :, None, :], icpt[:, :, None]
-        if self.fit_intercept:
-            coef = np.concatenate([coef, icpt[..., None]], axis=-1)
+        C, N = self.coef_samples_.shape[:2]
+        W, b = self._flat_draws()                   # (C N, K, d), (C N, K)
+        coef = (np.concatenate([W, b[..., None]], axis=-1) if self.fit_intercept
+                else W).reshape(C, N, -1)
         if draws is not None:
             coef = coef[:, np.asarray(draws, dtype=np.intp)]
         C, N = coef.shape[:2]

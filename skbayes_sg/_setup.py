@@ -692,6 +692,13 @@ def _lowrank_directions(values, residuals, per_end=LOWRANK_DIRECTIONS):
     return both[np.argsort(-np.abs(np.log(values[both])), kind="stable")]
 
 
+def _lowrank_cap(ctx):
+    """The earlier rank rule: ``k`` directions cost ``4 dim k`` flops a step,
+    at most about the gradient's ``2 nnz K`` (and at least 8)."""
+    nnz = ctx.X.nnz if hasattr(ctx.X, "nnz") else ctx.X.size
+    return max(8, int(2 * nnz * ctx.glm.n_outputs / (4 * ctx.dim)))
+
+
 def _cheapest_lowrank(ctx, values, residuals, weights):
     """The Ritz pairs the low-rank metric corrects (sorted indices): the
     first ``k`` candidates of :func:`_lowrank_directions` that minimise the
@@ -707,11 +714,10 @@ def _cheapest_lowrank(ctx, values, residuals, weights):
     order = _lowrank_directions(values, residuals)
     gradient = ctx.n * (ROW_COST_FIXED + ROW_COST_PER_NONZERO * row_nonzeros(ctx)) \
         * ctx.glm.n_outputs
-    # never fewer than the earlier cap, 2 nnz K / (4 dim) (at least 8): on 300
-    # sparse rows of 2,100 features the rule's estimate took none, and the
-    # fit needed 5.6 times the passes of the earlier 8 directions
-    nnz = ctx.X.nnz if hasattr(ctx.X, "nnz") else ctx.X.size
-    floor = min(max(8, int(2 * nnz * ctx.glm.n_outputs / (4 * ctx.dim))), len(order))
+    # never fewer than the earlier cap: on 300 sparse rows of 2,100 features
+    # the rule's estimate took none, and the fit needed 5.6 times the passes
+    # of the cap's 8 directions
+    floor = min(_lowrank_cap(ctx), len(order))
     costs = []
     for k in range(floor, len(order) + 1):
         low, high = _remaining_spectrum(values, weights, np.sort(order[:k]), ctx.dim)
@@ -767,8 +773,8 @@ def _dense_pays(ctx, whitened_hessian):
     values, _, residuals, weights = extreme_eigenpairs(whitened_hessian, d,
                                                        n_steps=DENSE_CHECK_STEPS)
     nnz = ctx.X.nnz if hasattr(ctx.X, "nnz") else ctx.X.size
-    max_rank = max(8, int(2 * nnz * ctx.glm.n_outputs / (4 * d)))
-    chosen = np.sort(_lowrank_directions(values, residuals, DENSE_CHECK_DIRECTIONS)[:max_rank])
+    chosen = np.sort(_lowrank_directions(values, residuals,
+                                         DENSE_CHECK_DIRECTIONS)[:_lowrank_cap(ctx)])
     lam_min, lam_max = _remaining_spectrum(values, weights, chosen, d)
     gradient = 2.0 * nnz * ctx.glm.n_outputs
     dense = gradient + 4.0 * d * d

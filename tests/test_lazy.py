@@ -25,8 +25,9 @@ from skbayes_sg._sampling._chain import ChainOracle, run_segment
 from skbayes_sg._sampling._dataset import RowData
 from skbayes_sg._sampling._dynamics import BAOAB, SGHMC, SGLD, ULD, uld_coefficients
 from skbayes_sg._sampling._estimators import GLMEstimator, Problem, UniformSubsampling
+from skbayes_sg._sampling._kernel_rules import on_lazy_grid
 from skbayes_sg._sampling._lazy import (LazyChain, lazy_supported, py_catch_up, py_catch_up_momentum,
-                                        py_catch_up_pair, run_segment_lazy, on_lazy_grid)
+                                        py_catch_up_pair, run_segment_lazy)
 from skbayes_sg._sampling._metric import Metric
 from skbayes_sg._sampling import _estimators
 from skbayes_sg._sampling._specs import DYNAMICS as DYNAMICS_OF_LINEAR_ENGINE

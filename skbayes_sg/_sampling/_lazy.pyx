@@ -49,7 +49,7 @@ from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_interval, random_standard_uniform
 
 from ._chain import _segment_end, check_segment
-from ._kernel_rules import LAZY_SCALE_GRID, on_lazy_grid  # noqa: F401 (re-exported for the tests)
+from ._kernel_rules import LAZY_SCALE_GRID
 from ._laws cimport (LAW_BAOAB, LAW_SGHMC, LAW_SGLD, LAW_ULD, Law, LawCoefficients, kick,
                      langevin_move, one_step_law, pair_move, uld_move)
 from ._dataset cimport RowStore, CSR, SKB_PREFETCH, row_prefetch
@@ -583,7 +583,7 @@ cdef class LazyChain:
 
     cdef _tabulate_classes(self):
         """Where the scales lie on the grid ``2^(i/8)`` (an identity metric, or
-        a diagonal one from :func:`on_lazy_grid`) and span few classes, the
+        a diagonal one from :func:`._kernel_rules.on_lazy_grid`) and span few classes, the
         coordinates of a class share their untouched curvature: tabulate its
         k-step laws once (O(1) catch-ups instead of O(log k) compositions)."""
         cdef intp j, c, length
