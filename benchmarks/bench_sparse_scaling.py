@@ -39,7 +39,8 @@ from skbayes_sg._sampling._chain import ChainOracle, run_segment
 from skbayes_sg._sampling._dataset import RowData
 from skbayes_sg._sampling._dynamics import BAOAB, SGHMC, SGLD, ULD
 from skbayes_sg._sampling._estimators import GLMEstimator, Problem, UniformSubsampling
-from skbayes_sg._sampling._lazy import LazyChain, on_lazy_grid
+from skbayes_sg._sampling._kernel_rules import on_lazy_grid
+from skbayes_sg._sampling._lazy import LazyChain
 from skbayes_sg._sampling._metric import Metric
 
 BATCH = 50
