@@ -87,6 +87,7 @@ cdef class ChainOracle(GradientOracle):
     cdef intp dim
     cdef int ewsg_M
     cdef int ewsg_x
+    cdef bint potential   # the Metropolis correction asks for the potential
     cdef _CandidateBuffer buf_a, buf_b
     cdef double[::1] scale, shift
     cdef double[::1] theta_buf, zgrad_a, zgrad_b
@@ -116,6 +117,7 @@ cdef class ChainOracle(GradientOracle):
             raise ValueError("the potential needs exact gradients, not EWSG candidates")
         if potential:
             estimator.request_potential(True)
+        self.potential = potential
         self.metric = Metric(self.dim) if metric is None else metric
         if self.metric.dim != self.dim:
             raise ValueError("the metric has %d coordinates, the model %d"
@@ -171,6 +173,10 @@ cdef class ChainOracle(GradientOracle):
                 grad[j] = 0.0
             return
         theta = self._theta(z)
+        # a trajectory's inner gradients need no potential (only its end does:
+        # gradient_potential); for the logistic model it costs a log1p and an
+        # exp a row, a quarter of the pass
+        self.estimator.with_potential = False
         self.estimator.begin_step(theta)
         self.estimator.candidate(theta, cur)
         if self.ewsg_M > 0:
@@ -211,6 +217,7 @@ cdef class ChainOracle(GradientOracle):
                 grad[j] = 0.0
             return 0.0
         theta = self._theta(z)
+        self.estimator.with_potential = self.potential
         self.estimator.begin_step(theta)
         self.estimator.candidate(theta, cur)
         self.estimator.commit(theta, cur)

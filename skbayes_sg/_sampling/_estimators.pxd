@@ -11,7 +11,7 @@ from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
 
 from ._dataset cimport RowStore, RowData, row_dot, row_axpy, row_prefetch, SKB_PREFETCH
-from ._models cimport MAX_MODEL_PARAMS, glm_loss, glm_residual
+from ._models cimport MAX_MODEL_PARAMS, glm_loss, glm_residual, glm_residual1
 
 
 ctypedef struct Candidate:
@@ -46,6 +46,19 @@ cdef inline void datum_residual(const ProblemStore* P, intp i, const double* the
     if P.weight != NULL:
         for k in range(P.K):
             r[k] *= P.weight[i]
+
+
+cdef inline double datum_residual1(const ProblemStore* P, intp i, const double* theta,
+                                   double* z) noexcept nogil:
+    """:func:`datum_residual` of a one-output problem (``P.K == 1``), returned by
+    value; z receives the linear predictor.  A full pass calls it per row: a
+    residual that goes through memory costs a store-to-load round trip a row."""
+    cdef double r
+    row_dot(P.X, i, theta, 1, z)
+    r = glm_residual1(P.model, z[0], P.y[i * P.y_stride], P.param)
+    if P.weight != NULL:
+        r *= P.weight[i]
+    return r
 
 
 cdef inline double datum_weight(const ProblemStore* P, intp i) noexcept nogil:

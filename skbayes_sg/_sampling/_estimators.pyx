@@ -204,7 +204,18 @@ cdef class FullGradient(GradientEstimator):
         cdef const ProblemStore* P = self.P
         cdef intp i
         cdef double u = 0.0
+        cdef double z, r
         memset(c.grad, 0, P.dim * sizeof(double))
+        if P.K == 1:  # the residual by value, in registers
+            for i in range(P.n):
+                r = datum_residual1(P, i, theta, &z)
+                if self.with_potential:
+                    u += datum_weight(P, i) * glm_loss(P.model, &z, 1,
+                                                       P.y + i * P.y_stride, P.param)
+                row_axpy(P.X, i, &r, 1, c.grad)
+            c.potential = u
+            self.n_evals += P.n
+            return
         for i in range(P.n):
             datum_residual(P, i, theta, &self.zbuf[0], &self.rbuf[0])
             if self.with_potential:  # z_i is in zbuf: the loss costs no second dot product

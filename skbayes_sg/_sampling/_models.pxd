@@ -32,16 +32,32 @@ cdef enum:
 
 
 cdef inline double sigmoid(double z) noexcept nogil:
-    cdef double e
-    if z >= 0:
-        return 1.0 / (1.0 + exp(-z))
-    e = exp(z)
-    return e / (1.0 + e)
+    # 1 / (1 + e^-z) for z >= 0, e^z / (1 + e^z) below, with one exp and a
+    # select instead of a branch: z's sign is a coin flip on a fitted model,
+    # and a mispredicted branch cost as much as the exp
+    cdef double e = exp(-fabs(z))
+    return (1.0 if z >= 0 else e) / (1.0 + e)
 
 
 cdef inline double softplus(double v) noexcept nogil:
     """log(1 + e^v) without overflow."""
     return (v if v > 0 else 0.0) + log1p(exp(-fabs(v)))
+
+
+cdef inline double glm_residual1(int model, double z, double y,
+                                 const double* param) noexcept nogil:
+    """d phi / d z at (z, y) for a one-output model (every model but softmax;
+    the Gaussian with one target): by value, so a caller's loop keeps z and
+    the residual in registers."""
+    if model == LOGISTIC:
+        return sigmoid(z) - y
+    elif model == POISSON:
+        return exp(z if z < POISSON_Z_MAX else POISSON_Z_MAX) - y
+    elif model == GAUSSIAN:
+        return (z - y) * param[0]
+    # negative binomial: (y + r) sigma(z - log r) - y = r (e^z - y) / (r + e^z),
+    # bounded by r
+    return (y + param[0]) * sigmoid(z - param[1]) - y
 
 
 cdef inline void glm_residual(int model, const double* z, int K, const double* y,
@@ -54,16 +70,11 @@ cdef inline void glm_residual(int model, const double* z, int K, const double* y
     """
     cdef int k
     cdef double m, s
-    if model == LOGISTIC:
-        r[0] = sigmoid(z[0]) - y[0]
-    elif model == POISSON:
-        r[0] = exp(z[0] if z[0] < POISSON_Z_MAX else POISSON_Z_MAX) - y[0]
-    elif model == GAUSSIAN:
+    if model == GAUSSIAN:
         for k in range(K):
             r[k] = (z[k] - y[k]) * param[0]
-    elif model == NEGATIVE_BINOMIAL:
-        # (y + r) sigma(z - log r) - y = r (e^z - y) / (r + e^z): bounded by r
-        r[0] = (y[0] + param[0]) * sigmoid(z[0] - param[1]) - y[0]
+    elif model != SOFTMAX:
+        r[0] = glm_residual1(model, z[0], y[0], param)
     else:
         m = z[0]
         for k in range(1, K):
