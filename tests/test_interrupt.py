@@ -55,6 +55,13 @@ CHILD = textwrap.dedent(r"""
         return advance(self, n_steps, *args, **kwargs)
     _runner.ChainPool.advance = traced_advance
 
+    groups = _runner.lockstep_groups
+    def traced_groups(*args):
+        found = groups(*args)
+        state["grouped"] = state.get("grouped") or found is not None
+        return found
+    _runner.lockstep_groups = traced_groups
+
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50_000, 30))
     y_bin = (X[:, 0] + rng.logistic(size=50_000) > 0).astype(int)
@@ -89,6 +96,11 @@ CHILD = textwrap.dedent(r"""
         ("poisson, warm-up", SGMCMCPoissonRegressor, dict(n_warmup=LONG, n_jobs=1), "warm-up"),
         ("poisson, large thin, n_jobs=2", SGMCMCPoissonRegressor,
          dict(n_samples=5, thin=LONG, n_jobs=2), "sampling"),
+        # chains sharing a thread in lockstep (their loops on stacks of their own)
+        ("sparse full lockstep, n_jobs=1", SGMCMCLogisticRegression, dict(ISSUE, n_jobs=1),
+         "warm-up"),
+        ("sparse full lockstep, 4 chains, n_jobs=2", SGMCMCLogisticRegression,
+         dict(ISSUE, n_chains=4, n_warmup=0, thin=LONG, n_jobs=2), "sampling"),
         ("sparse lazy, large thin", SGMCMCLogisticRegression,
          dict(subsampling="cv", batch_size=20, step_size=0.2, n_warmup=10, n_samples=5,
               thin=LONG, n_jobs=1), "sampling"),
@@ -97,7 +109,7 @@ CHILD = textwrap.dedent(r"""
             SGMCMCPoissonRegressor: (X, y_count)}
 
     def interrupt(est, data, target):
-        state.update(phase=None, target=target, timer=None, sent=None, lazy=None)
+        state.update(phase=None, target=target, timer=None, sent=None, lazy=None, grouped=None)
         set_up = est._set_up
         def traced_set_up(*a, **k):
             enter("set-up")
@@ -117,6 +129,7 @@ CHILD = textwrap.dedent(r"""
         cpu = time.process_time()
         time.sleep(0.2)
         return dict(outcome=outcome, stop=stop, at=state.get("at"), lazy=state["lazy"],
+                    grouped=state["grouped"],
                     threads=threading.active_count(), cpu=time.process_time() - cpu,
                     note=note, has_draws=hasattr(est, "coef_samples_"))
 
@@ -183,8 +196,11 @@ def grid():
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_sigint_stops_every_fit_within_half_a_second(grid):
     fits = {k: v for k, v in grid.items() if "outcome" in v}
-    assert len(fits) >= 13
+    assert len(fits) >= 15
     assert grid["sparse lazy, large thin"]["lazy"]       # the lazy kernel's loop is covered
+    for name in ("sparse full lockstep, n_jobs=1", "sparse full lockstep, 4 chains, n_jobs=2"):
+        assert grid[name]["grouped"], name                # and the chains in lockstep
+    assert not grid["issue 27, n_jobs=1"]["grouped"]      # dense rows: each chain alone
     for name, r in fits.items():
         assert r["outcome"] == "interrupted", (name, r)
         assert r["at"] == r["target"], (name, r)           # the signal hit that phase

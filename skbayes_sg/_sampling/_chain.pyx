@@ -14,6 +14,8 @@ needs no second copy).
 
 :func:`run_segment` runs ``n_steps`` steps in one ``nogil`` loop.
 """
+from contextlib import ExitStack
+
 import numpy as np
 
 cimport numpy as cnp
@@ -29,6 +31,7 @@ from ._interrupt cimport StopPoll
 from ._estimators cimport Candidate, GradientEstimator
 from ._metric cimport Metric, METRIC_IDENTITY
 from ._oracle cimport GradientOracle
+from ._group cimport ChainGroup, GroupTask
 
 cnp.import_array()
 
@@ -454,6 +457,98 @@ def run_segment(ChainOracle oracle, Dynamics dynamics, double[::1] theta,
         oracle.stop = None
     _segment_end(stop, stopped, ok, finite, report)
     return n_done, n_kept
+
+
+cdef class _SegmentTask(GroupTask):
+    """One chain's :func:`run_segment` steps inside a :class:`ChainGroup`."""
+    cdef ChainOracle oracle
+    cdef Dynamics dynamics
+    cdef StopPoll stop
+    cdef object bit_generator
+    cdef bitgen_t* rng
+    cdef double[::1] theta, last_good, params
+    cdef SegmentBounds limits
+    cdef KeptRows kept
+    cdef intp n_steps, thin, offset, check_every, n_kept, n_done
+    cdef double max_abs_z
+    cdef bint ok, finite, stopped
+
+    cdef void run(self) noexcept nogil:
+        self.n_done = _advance(self.oracle, self.dynamics, self.oracle.metric, self.stop,
+                               self.rng, &self.theta[0], &self.last_good[0], &self.params[0],
+                               self.theta.shape[0], self.n_steps, self.thin, self.offset,
+                               self.check_every, self.max_abs_z, self.limits.center,
+                               self.limits.scale, self.limits.max_sds, self.kept.first,
+                               self.kept.stride, &self.n_kept, &self.ok, &self.finite,
+                               &self.stopped)
+
+
+def _segment_task(ChainGroup group, ChainOracle oracle, Dynamics dynamics, double[::1] theta,
+                  Py_ssize_t n_steps, Py_ssize_t thin, out, bit_generator,
+                  Py_ssize_t check_every, double max_abs_z, bounds, Py_ssize_t offset):
+    cdef _SegmentTask task = _SegmentTask()
+    cdef intp dim = theta.shape[0]
+    check_segment(out, dim, n_steps, thin, offset, check_every)
+    task.oracle, task.dynamics, task.theta = oracle, dynamics, theta
+    task.bit_generator = bit_generator
+    task.rng = _get_bitgen(bit_generator)
+    task.last_good = np.array(theta)
+    task.params = np.zeros(max(dim, 1))
+    task.limits = SegmentBounds(bounds, dim)
+    task.kept = KeptRows(out)
+    task.n_steps, task.thin, task.offset, task.check_every = n_steps, thin, offset, check_every
+    task.max_abs_z = max_abs_z
+    task.n_kept = task.n_done = 0
+    task.ok, task.finite, task.stopped = True, True, False
+    # the members see a stop through the group's flag (no signal handler
+    # runs on a member's stack: the scheduler runs them)
+    task.stop = StopPoll(group.stop_flag, signals=False)
+    return task
+
+
+def run_group_segment(ChainGroup group, oracles, dynamics, thetas, Py_ssize_t n_steps,
+                      Py_ssize_t thin=1, outs=None, bit_generators=None,
+                      Py_ssize_t check_every=16, double max_abs_z=INFINITY, bounds=None,
+                      reports=None, Py_ssize_t offset=0, StopPoll stop=None):
+    """:func:`run_segment` for the chains of a group, in lockstep: every
+    full-data pass serves all of them (:mod:`._group`), and each chain's
+    draws are the ones it makes alone.
+
+    The arguments are :func:`run_segment`'s, one per chain in a list
+    (``oracles``, ``dynamics``, ``thetas``, ``outs``, ``bit_generators``,
+    ``reports``), except ``stop``: one for the group, polled between passes.
+    Each chain's estimator is a :class:`._group.GroupedFullGradient` of
+    ``group``.
+
+    Returns
+    -------
+    list of (n_done, n_kept)
+        Per chain, as :func:`run_segment`.
+    """
+    cdef _SegmentTask task
+    cdef ChainOracle oracle
+    n = len(oracles)
+    outs = [None] * n if outs is None else outs
+    reports = [None] * n if reports is None else reports
+    if stop is None:
+        stop = StopPoll()
+    tasks = [_segment_task(group, oracles[c], dynamics[c], thetas[c], n_steps, thin, outs[c],
+                           bit_generators[c], check_every, max_abs_z, bounds, offset)
+             for c in range(n)]
+    with ExitStack() as locks:
+        for task in tasks:
+            locks.enter_context(task.bit_generator.lock)
+            task.oracle.stop, task.oracle.stop_on = task.stop, True
+            task.oracle.estimator.rng = task.rng
+        try:
+            group.run(tasks, [task.oracle.estimator for task in tasks], stop)
+        finally:
+            for task in tasks:
+                task.oracle.stop_on, task.oracle.stop = False, None
+    for c, task in enumerate(tasks):
+        # a Ctrl-C the scheduler saw is raised here (stop's pending exception)
+        _segment_end(stop, task.stopped or stop.stopped, task.ok, task.finite, reports[c])
+    return [(task.n_done, task.n_kept) for task in tasks]
 
 
 def _segment_end(StopPoll stop, bint stopped, bint ok, bint finite, dict report):

@@ -16,14 +16,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from joblib import Parallel, delayed
+import scipy.sparse as sp
+from joblib import Parallel, delayed, effective_n_jobs
 from joblib.parallel import BACKENDS, DEFAULT_BACKEND, get_active_backend
 
-from ._chain import ChainOracle, run_segment
+from ._chain import ChainOracle, run_group_segment, run_segment
 from ._cluster import ClusterRounds, active_dask_backend, task_cancelled
 from ._dataset import RowData
 from ._dynamics import state_step, with_step, without_cached_gradient
 from ._estimators import Problem
+from ._group import COROUTINES, ChainGroup, GroupedFullGradient
 from ._interrupt import StopPoll
 from ._lazy import LazyChain, lazy_supported
 from ._metric import Metric
@@ -61,6 +63,9 @@ CHECK_EVERY = 16
 # step from an overdispersed start may make a long excursion in a skewed
 # posterior and come back, while a blow-up passes any bound within steps
 WARMUP_SLACK = 2.0
+# Chains that share a thread run in lockstep where they can (full passes over
+# sparse rows: :func:`lockstep_groups`); False: each alone (the same draws)
+LOCKSTEP = True
 
 
 class ChainControl:
@@ -483,24 +488,59 @@ def run_chain(X, y, spec, state, n_steps, thin=1, keep=True, adapt=None, chain_i
     -------
     ChainResult
     """
+    return _controlled(control, [chain_id], X, y, spec, [state], n_steps, thin, keep, adapt,
+                       [chain_id], phase, log_sizes, control, [sink], False)[0]
+
+
+def run_chain_group(X, y, spec, states, n_steps, thin=1, keep=True, adapt=None,
+                    chain_ids=None, phase="sampling", log_sizes=False, control=None,
+                    sinks=None):
+    """:func:`run_chain` for several chains in lockstep in this thread: each
+    full-data pass serves all of them (:mod:`._group`; see
+    :func:`lockstep_groups`), and each chain's draws are those it makes
+    alone.  ``states``, ``chain_ids`` and ``sinks`` hold one entry per chain;
+    returns their :class:`ChainResult` in that order."""
+    chain_ids = list(range(len(states))) if chain_ids is None else list(chain_ids)
+    sinks = [None] * len(states) if sinks is None else sinks
+    return _controlled(control, chain_ids, X, y, spec, states, n_steps, thin, keep, adapt,
+                       chain_ids, phase, log_sizes, control, sinks, True)
+
+
+def _controlled(control, chain_ids, *args):
     if control is None:
-        return _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase,
-                          log_sizes, None, sink)
+        return _run_chains(*args)
     control.enter()
     try:
         if control.stopped():       # a task that starts after the stop
-            raise ChainStopped(chain_id)
-        return _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase,
-                          log_sizes, control, sink)
+            raise ChainStopped(chain_ids[0])
+        return _run_chains(*args)
     finally:
         control.leave()
 
 
-def _build_chain(X, y, spec, state, chain_id=0):
+def lockstep_groups(X, spec, n_chains, workers):
+    """The chains each thread runs in lockstep (lists of chain indices), or
+    None where every chain runs alone.
+
+    Chains group where a thread runs several of them (more chains than
+    threads: ``workers``, joblib's ``n_jobs``), each gradient is a full pass
+    over sparse rows of a one-output model and glibc's coroutines are there
+    (:data:`._group.COROUTINES`).  The draws do not depend on it."""
+    if (not LOCKSTEP or not COROUTINES or spec.subsampling != "full" or spec.n_outputs != 1
+            or spec.ewsg_chain_length or not sp.issparse(X) or X.format != "csr"):
+        return None
+    n_groups = min(max(effective_n_jobs(workers), 1), n_chains)
+    if n_groups >= n_chains:
+        return None
+    return [list(map(int, ids)) for ids in np.array_split(np.arange(n_chains), n_groups)]
+
+
+def _build_chain(X, y, spec, state, chain_id=0, grouped=False):
     """A chain's kernels from its spec and saved state: its random stream,
     parameters, problem, gradient estimator (its tables restored; on a pool
     of rows drawn ahead, ``spec.chain_rows``, its first read at row
-    ``chain_id * chain_rows``), dynamics
+    ``chain_id * chain_rows``; ``grouped``: a full pass shared with the
+    chains of its group), dynamics
     (its auxiliary state restored, or drawn), oracle and, for sparse rows
     with a lazy kernel, the lazy chain (one for all segments: its
     coordinates are brought up to date at kept draws and once at the end)."""
@@ -510,7 +550,8 @@ def _build_chain(X, y, spec, state, chain_id=0):
     theta = np.array(state.theta, dtype=np.float64)
     problem = Problem(RowData(X, spec.fit_intercept), y, spec.model, spec.n_outputs,
                       spec.model_params, spec.sample_weight)
-    estimator = SUBSAMPLINGS[spec.subsampling].build(problem, spec.subsampling_config)
+    estimator = (GroupedFullGradient(problem) if grouped else
+                 SUBSAMPLINGS[spec.subsampling].build(problem, spec.subsampling_config))
     if state.estimator is not None and hasattr(estimator, "set_state"):
         estimator.set_state(state.estimator)     # tables, snapshot, schedule, cursor
     elif spec.chain_rows:
@@ -528,82 +569,123 @@ def _build_chain(X, y, spec, state, chain_id=0):
     return bitgen, theta, problem, estimator, dynamics, oracle, kernel
 
 
-def _run_chain(X, y, spec, state, n_steps, thin, keep, adapt, chain_id, phase, log_sizes,
-               control, sink=None):
+class _Running:
+    """A chain of a task while it runs: its kernels (:func:`_build_chain`),
+    where its kept draws go and what it has done."""
+
+    def __init__(self, X, y, spec, state, chain_id, n_steps, thin, keep, adapt, log_sizes,
+                 sink, grouped):
+        (self.bitgen, self.theta, self.problem, self.estimator, self.dynamics, self.oracle,
+         self.kernel) = _build_chain(X, y, spec, state, chain_id, grouped)
+        self.chain_id = chain_id
+        if "start" in adapt:
+            self.dynamics.start_adaptation(adapt["start"], adapt.get("max_step"))
+        self.dynamics.reset_acceptance()
+        n_keep = n_steps // thin if keep else 0
+        # with a sink in this process the draws go through a bounded float64
+        # scratch into the fit's one store (no per-chain array of every draw)
+        self.sink = sink
+        self.direct = keep and sink is not None and sink.local
+        self.scratch_rows = max(1, SCRATCH_BYTES // (8 * self.problem.dim))
+        self.samples = np.empty((min(n_keep, self.scratch_rows) if self.direct else n_keep,
+                                 self.problem.dim))
+        self.adaptive = getattr(self.estimator, "is_adaptive", False)
+        if self.adaptive and log_sizes:
+            self.estimator.start_size_log(n_steps * (spec.ewsg_chain_length + 1))
+        self.done = self.kept = 0
+        self.diverged = False
+        self.report = {}
+
+    def view(self, keep):
+        """Where the next segment writes its kept draws (None: nothing kept)."""
+        return (self.samples if self.direct else self.samples[self.kept:]) if keep else None
+
+    def record(self, n_done, n_kept, chunk, control):
+        """A segment's outcome: its draws to the sink, its steps counted."""
+        if self.direct:
+            self.sink.write(self.samples[:n_kept])
+        self.done += n_done
+        self.kept += n_kept
+        self.diverged = n_done < chunk
+        if control is not None:
+            control.report(self.chain_id, n_done)
+
+    def result(self, seconds, adapt, log_sizes):
+        """The chain's :class:`ChainResult` (its lazy coordinates brought up to date)."""
+        if self.kernel is not None and not self.diverged:
+            self.kernel.finish(self.theta)
+        samples = None if self.direct else self.samples     # direct: in the store
+        reason = ""
+        if self.diverged:
+            reason = self.report.get("reason", "far")
+            if samples is not None:
+                samples = samples[:self.kept]
+        if adapt.get("finish"):
+            self.dynamics.finish_adaptation()
+        estimator = self.estimator
+        new_state = ChainState(self.theta.copy(), self.dynamics.get_state(),
+                               estimator.get_state() if hasattr(estimator, "get_state") else None,
+                               self.bitgen.state)
+        return ChainResult(samples, new_state, estimator.n_evals, self.done, self.diverged,
+                           seconds, reason,
+                           estimator.size_log_values() if (self.adaptive and log_sizes) else None,
+                           self.dynamics.acceptance_rate, self.dynamics.step_size)
+
+
+def _run_chains(X, y, spec, states, n_steps, thin, keep, adapt, chain_ids, phase, log_sizes,
+                control, sinks, grouped):
     t0 = time.perf_counter()
     # the main thread (n_jobs=1) runs Ctrl-C's handler from within the loop
     stop = StopPoll(None if control is None else control.flag)
-    bitgen, theta, problem, estimator, dynamics, oracle, kernel = _build_chain(X, y, spec, state,
-                                                                            chain_id)
-    lazy = kernel is not None
     adapt = adapt or {}
-    if "start" in adapt:
-        dynamics.start_adaptation(adapt["start"], adapt.get("max_step"))
-    dynamics.reset_acceptance()
-
-    n_keep = n_steps // thin if keep else 0
-    # with a sink in this process the draws go through a bounded float64
-    # scratch into the fit's one store (no per-chain array of every draw)
-    direct = keep and sink is not None and sink.local
-    scratch_rows = max(1, SCRATCH_BYTES // (8 * problem.dim))
-    samples = np.empty((min(n_keep, scratch_rows) if direct else n_keep, problem.dim))
-    adaptive = getattr(estimator, "is_adaptive", False)
-    if adaptive and log_sizes:
-        estimator.start_size_log(n_steps * (spec.ewsg_chain_length + 1))
+    chains = [_Running(X, y, spec, state, c, n_steps, thin, keep, adapt, log_sizes, sink,
+                       grouped) for state, c, sink in zip(states, chain_ids, sinks)]
+    group = ChainGroup(chains[0].estimator, len(chains)) if grouped else None
     segment = FIRST_SEGMENT_STEPS
-    done = kept = 0
-    diverged = False
-    report = {}
     slack = 1.0 if keep else WARMUP_SLACK
-    max_abs_z = spec.max_abs_z * slack
-    bounds = (None if spec.bounds is None else
+    limits = (spec.max_abs_z * slack,
+              None if spec.bounds is None else
               (spec.bounds[0], spec.bounds[1], spec.bounds[2] * slack))
-    while done < n_steps and not diverged:
+    done = 0
+    active = chains
+    while done < n_steps and active:
         chunk = min(segment, n_steps - done)
-        if direct:
+        if active[0].direct:
             # the kept draws of (done % thin + chunk) steps fit the scratch
-            chunk = min(chunk, scratch_rows * thin - done % thin)
-        view = (samples if direct else samples[kept:]) if keep else None
+            chunk = min(chunk, active[0].scratch_rows * thin - done % thin)
         t_seg = time.perf_counter()
-        if lazy:
-            n_done, n_kept = kernel.run(chunk, thin, view, bitgen, max_abs_z=max_abs_z,
-                                        bounds=bounds, report=report, offset=done, stop=stop)
-        else:
-            n_done, n_kept = run_segment(oracle, dynamics, theta, chunk, thin, view, bitgen,
-                                         CHECK_EVERY, max_abs_z=max_abs_z, bounds=bounds,
-                                         report=report, offset=done, stop=stop)
+        outcomes = _segments(active, group, chunk, thin, keep, limits, done, stop)
         seconds = time.perf_counter() - t_seg
         if stop.stopped:
-            raise ChainStopped(chain_id)
-        if direct:
-            sink.write(samples[:n_kept])
-        done += n_done
-        kept += n_kept
-        diverged = n_done < chunk
-        if control is not None:
-            control.report(chain_id, n_done)
-        if n_done:
-            # the next call lasts about SEGMENT_SECONDS (at most double the last)
-            steps = n_done * SEGMENT_SECONDS / max(seconds, 1e-9)
-            segment = int(min(SEGMENT_STEPS * thin, 2 * segment, max(1, steps)))
-    if lazy and not diverged:
-        kernel.finish(theta)
-    reason = ""
-    if direct:
-        samples = None                  # in the store
-    if diverged:
-        reason = report.get("reason", "far")
-        if samples is not None:
-            samples = samples[:kept]
-    if adapt.get("finish"):
-        dynamics.finish_adaptation()
-    new_state = ChainState(theta.copy(), dynamics.get_state(),
-                           estimator.get_state() if hasattr(estimator, "get_state") else None,
-                           bitgen.state)
-    return ChainResult(samples, new_state, estimator.n_evals, done, diverged,
-                       time.perf_counter() - t0, reason,
-                       estimator.size_log_values() if (adaptive and log_sizes) else None,
-                       dynamics.acceptance_rate, dynamics.step_size)
+            raise ChainStopped(active[0].chain_id)
+        for chain, (n_done, n_kept) in zip(active, outcomes):
+            chain.record(n_done, n_kept, chunk, control)
+        done += chunk
+        active = [chain for chain in active if not chain.diverged]
+        # the next call lasts about SEGMENT_SECONDS (at most double the last)
+        steps = chunk * SEGMENT_SECONDS / max(seconds, 1e-9)
+        segment = int(min(SEGMENT_STEPS * thin, 2 * segment, max(1, steps)))
+    seconds = time.perf_counter() - t0
+    return [chain.result(seconds, adapt, log_sizes) for chain in chains]
+
+
+def _segments(chains, group, chunk, thin, keep, limits, offset, stop):
+    """One segment of every chain: ``(n_done, n_kept)`` each."""
+    max_abs_z, bounds = limits
+    if group is not None:
+        return run_group_segment(group, [c.oracle for c in chains], [c.dynamics for c in chains],
+                                 [c.theta for c in chains], chunk, thin,
+                                 [c.view(keep) for c in chains], [c.bitgen for c in chains],
+                                 CHECK_EVERY, max_abs_z, bounds, [c.report for c in chains],
+                                 offset, stop)
+    chain, = chains
+    if chain.kernel is not None:
+        return [chain.kernel.run(chunk, thin, chain.view(keep), chain.bitgen,
+                                 max_abs_z=max_abs_z, bounds=bounds, report=chain.report,
+                                 offset=offset, stop=stop)]
+    return [run_segment(chain.oracle, chain.dynamics, chain.theta, chunk, thin,
+                        chain.view(keep), chain.bitgen, CHECK_EVERY, max_abs_z=max_abs_z,
+                        bounds=bounds, report=chain.report, offset=offset, stop=stop)]
 
 
 @dataclass
@@ -714,12 +796,8 @@ class ChainPool:
                                              adapt=adapt, log_sizes=log_sizes,
                                              control=ChainControl(stop_when=task_cancelled))
             else:
-                results = self._parallel(
-                    delayed(run_chain)(self.X, self.y, self.spec, state, n_steps, thin, keep,
-                                       adapt, chain_id=c, phase=phase, log_sizes=log_sizes,
-                                       control=control,
-                                       sink=None if store is None else store.sink(c))
-                    for c, state in enumerate(self.states))
+                results = self._run_threads(n_steps, thin, keep, adapt, phase, log_sizes,
+                                            control, store)
         except BaseException:
             # KeyboardInterrupt (or any error) here: the chain threads still
             # running stop within a gradient; wait for them, so that nothing
@@ -741,6 +819,26 @@ class ChainPool:
         self.n_steps += n_steps
         self.results = results
         return results
+
+    def _run_threads(self, n_steps, thin, keep, adapt, phase, log_sizes, control, store):
+        """A round in this process's threads: a task a chain, or a task a
+        group of chains in lockstep (:func:`lockstep_groups`)."""
+        def sink(c):
+            return None if store is None else store.sink(c)
+        groups = lockstep_groups(self.X, self.spec, self.n_chains, self.workers)
+        if groups is None:
+            return self._parallel(
+                delayed(run_chain)(self.X, self.y, self.spec, state, n_steps, thin, keep,
+                                   adapt, chain_id=c, phase=phase, log_sizes=log_sizes,
+                                   control=control, sink=sink(c))
+                for c, state in enumerate(self.states))
+        grouped = self._parallel(
+            delayed(run_chain_group)(self.X, self.y, self.spec, [self.states[c] for c in ids],
+                                     n_steps, thin, keep, adapt, chain_ids=ids, phase=phase,
+                                     log_sizes=log_sizes, control=control,
+                                     sinks=[sink(c) for c in ids])
+            for ids in groups)
+        return [result for results in grouped for result in results]
 
     def set_step(self, step_size, momentum_scale=1.0):
         """Every chain continues with ``step_size`` from where it is (a
