@@ -105,3 +105,53 @@ def test_the_automatic_budget_is_also_its_seconds(monkeypatch):
     # a budget the user sets in passes has no such clock
     est = _fit_with_budget(monkeypatch, 100 * BUDGET, max_passes=100 * BUDGET)
     assert est._auto_seconds is None and np.nanmin(est.ess_) >= est.target_ess_
+
+
+def _ar1(rng, shape, rho):
+    """Stationary AR(1) chains along axis 1 (unit variance)."""
+    x = np.empty(shape)
+    x[:, 0] = rng.standard_normal(shape[0:1] + shape[2:])
+    noise = rng.standard_normal(shape) * np.sqrt(1 - rho ** 2)
+    for t in range(1, shape[1]):
+        x[:, t] = rho * x[:, t - 1] + noise[:, t]
+    return x
+
+
+def test_a_round_check_stops_only_on_every_coordinate(monkeypatch):
+    """Above SCREEN_MIN_PARAMS parameters a round's check looks first at the
+    coordinates that were slowest at the last full check: where they fail,
+    the round's check ends there (with their min ESS); where they pass, all
+    coordinates are checked, so a coordinate that became slow elsewhere still
+    stops nothing, and the outcome's ESS is always a full check's."""
+    monkeypatch.setattr(_schedule, "SCREEN_MIN_PARAMS", 400)
+    monkeypatch.setattr(_schedule, "SCREEN_COORDINATES", 20)
+    rng = np.random.default_rng(0)
+    draws = rng.standard_normal((4, 400, 500))
+    draws[:, :, 7] = _ar1(rng, (4, 400), 0.95)[:, :]          # one slow coordinate
+    out = _schedule.Outcome(None, 0, None, None, False, False, np.nan, None)
+    target = 400.0
+    min_ess, _, screen = _schedule._round_check(draws, 1, out, target, None)
+    assert min_ess < target and 7 in screen.index and not screen.stale
+    full_ess = out.ess.copy()
+    assert min_ess == np.nanmin(full_ess)
+    # the same draws again: the screen fails at coordinate 7, nothing else is read
+    calls = []
+    monkeypatch.setattr(_schedule, "sampling_diagnostics",
+                        lambda *a, **k: calls.append(1) or (_ for _ in ()).throw(AssertionError))
+    again, _, screen = _schedule._round_check(draws, 1, out, target, screen)
+    assert again == min_ess and screen.stale and not calls
+    np.testing.assert_array_equal(out.ess, full_ess)                 # untouched
+    monkeypatch.undo()
+    monkeypatch.setattr(_schedule, "SCREEN_MIN_PARAMS", 400)
+    monkeypatch.setattr(_schedule, "SCREEN_COORDINATES", 20)
+    # coordinate 7 mixes now, but one outside the screen is slow: the screen
+    # passes, the full check finds it and the round does not stop
+    draws[:, :, 7] = rng.standard_normal((4, 400))
+    outside = next(j for j in range(500) if j not in screen.index)
+    draws[:, :, outside] = _ar1(rng, (4, 400), 0.95)
+    min_ess, _, screen = _schedule._round_check(draws, 1, out, target, screen)
+    assert min_ess < target and min_ess == np.nanmin(out.ess)
+    assert np.argmin(out.ess) == outside and outside in screen.index
+    # below SCREEN_MIN_PARAMS every check is a full one
+    monkeypatch.setattr(_schedule, "SCREEN_MIN_PARAMS", 500)
+    assert _schedule._round_check(draws, 1, out, target, None)[2] is None
