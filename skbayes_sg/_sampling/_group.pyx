@@ -136,15 +136,16 @@ cdef class ChainGroup:
             raise ValueError("%d tasks for a group of %d" % (n, self.size))
         self.flag[0] = 0
         for i in range(n):
-            est = estimators[i]
-            self._check_member(est)
-            (<GroupTask> tasks[i]).group = self
-            (<GroupTask> tasks[i]).slot = i
-            est.group, est.slot = self, i
-            ptrs[i] = <void*> tasks[i]
-            self.finished[i] = False
-            self.posted[i] = False
+            self._check_member(estimators[i])
         try:
+            for i in range(n):
+                est = estimators[i]
+                (<GroupTask> tasks[i]).group = self
+                (<GroupTask> tasks[i]).slot = i
+                est.group, est.slot = self, i
+                ptrs[i] = <void*> tasks[i]
+                self.finished[i] = False
+                self.posted[i] = False
             with nogil:
                 for i in range(n):
                     skb_start(&self.contexts[i], &self.scheduler, self.stacks[i], _STACK,

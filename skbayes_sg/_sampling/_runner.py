@@ -44,6 +44,11 @@ from ._row_algebra import pass_threads
 # gradient (:class:`._interrupt.StopPoll`).  The draws do not depend on the
 # segmentation.
 SEGMENT_SECONDS = 0.1
+# a group's (chains in lockstep): its chains end a segment together only in
+# whole steps, and the gradients one makes past the others' run unshared;
+# ten times the steps make that a smaller share (a chain alone in 29% of
+# the passes with 0.1 s, 14% with 1 s: 11% faster on 30,000 text rows)
+GROUP_SEGMENT_SECONDS = 1.0
 FIRST_SEGMENT_STEPS = 1
 SEGMENT_STEPS = 20000
 # a chain's float64 scratch for kept draws on their way to the fit's store
@@ -663,7 +668,8 @@ def _run_chains(X, y, spec, states, n_steps, thin, keep, adapt, chain_ids, phase
         done += chunk
         active = [chain for chain in active if not chain.diverged]
         # the next call lasts about SEGMENT_SECONDS (at most double the last)
-        steps = chunk * SEGMENT_SECONDS / max(seconds, 1e-9)
+        steps = chunk * (GROUP_SEGMENT_SECONDS if grouped else SEGMENT_SECONDS) / max(seconds,
+                                                                                     1e-9)
         segment = int(min(SEGMENT_STEPS * thin, 2 * segment, max(1, steps)))
     seconds = time.perf_counter() - t0
     return [chain.result(seconds, adapt, log_sizes) for chain in chains]
