@@ -23,9 +23,9 @@ import time
 import warnings
 
 import numpy as np
-from sklearn.linear_model import SGDClassifier, SGDRegressor
 
 from _textlike import text_like
+from bench_high_dim import sgd_epoch
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
 from skbayes_sg._sampling import _runner
 from skbayes_sg._sampling._dataset import RowData
@@ -61,19 +61,6 @@ def kernel(X, eta):
         print(line + f"; bit-identical: {same}", flush=True)
 
 
-def sgd_epoch(X, y, classifier, repeats=5):
-    best = np.inf
-    for _ in range(repeats):
-        model = (SGDClassifier(loss="log_loss", max_iter=1, tol=None, random_state=0)
-                 if classifier else SGDRegressor(max_iter=1, tol=None, random_state=0))
-        t = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model.fit(X, y)
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def fit(kind, X, eta):
     if kind == "ridge":
         y = eta + np.random.default_rng(1).standard_normal(X.shape[0])
@@ -82,7 +69,7 @@ def fit(kind, X, eta):
     else:
         y = (eta > np.median(eta)).astype(int)
         make = lambda: SGMCMCLogisticRegression(n_jobs=2, random_state=0)
-    epochs = [sgd_epoch(X, y, kind == "logistic")]
+    epochs = [sgd_epoch(X, y, kind == "logistic", repeats=5)]
     fits = {}
     for lockstep in (False, True):
         _runner.LOCKSTEP = lockstep
@@ -93,7 +80,7 @@ def fit(kind, X, eta):
             est.fit(X, y)
         fits[lockstep] = (est, time.perf_counter() - t, [str(w.message)[:200] for w in caught])
     _runner.LOCKSTEP = True
-    epochs.append(sgd_epoch(X, y, kind == "logistic"))
+    epochs.append(sgd_epoch(X, y, kind == "logistic", repeats=5))
     epoch = min(epochs)
     print(f"{kind}: SGD epoch {1e3 * epoch:.1f} ms (best before {1e3 * epochs[0]:.1f}, "
           f"after {1e3 * epochs[1]:.1f})", flush=True)

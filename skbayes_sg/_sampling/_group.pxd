@@ -64,7 +64,6 @@ cdef class ChainGroup:
     cdef skb_context scheduler
     cdef skb_context contexts[MAX_GROUP]
     cdef char* stacks[MAX_GROUP]
-    cdef bint finished[MAX_GROUP]
     cdef bint posted[MAX_GROUP]
     cdef const double* thetas[MAX_GROUP]
     cdef Candidate* candidates[MAX_GROUP]

@@ -59,7 +59,6 @@ cdef void _run_task(void* task) noexcept with gil:
     cdef GroupTask t = <GroupTask> task
     with nogil:
         t.run()
-    t.group.finished[t.slot] = True
 
 
 cdef class ChainGroup:
@@ -144,7 +143,6 @@ cdef class ChainGroup:
                 (<GroupTask> tasks[i]).slot = i
                 est.group, est.slot = self, i
                 ptrs[i] = <void*> tasks[i]
-                self.finished[i] = False
                 self.posted[i] = False
             with nogil:
                 for i in range(n):
