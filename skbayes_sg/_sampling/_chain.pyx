@@ -526,7 +526,6 @@ def run_group_segment(ChainGroup group, oracles, dynamics, thetas, Py_ssize_t n_
         Per chain, as :func:`run_segment`.
     """
     cdef _SegmentTask task
-    cdef ChainOracle oracle
     n = len(oracles)
     outs = [None] * n if outs is None else outs
     reports = [None] * n if reports is None else reports

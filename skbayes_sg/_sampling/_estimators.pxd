@@ -48,21 +48,33 @@ cdef inline void datum_residual(const ProblemStore* P, intp i, const double* the
             r[k] *= P.weight[i]
 
 
+cdef inline double datum_weight(const ProblemStore* P, intp i) noexcept nogil:
+    return 1.0 if P.weight == NULL else P.weight[i]
+
+
 cdef inline double datum_residual1(const ProblemStore* P, intp i, const double* theta,
                                    double* z) noexcept nogil:
     """:func:`datum_residual` of a one-output problem (``P.K == 1``), returned by
     value; z receives the linear predictor.  A full pass calls it per row: a
     residual that goes through memory costs a store-to-load round trip a row."""
-    cdef double r
     row_dot(P.X, i, theta, 1, z)
-    r = glm_residual1(P.model, z[0], P.y[i * P.y_stride], P.param)
+    return datum_residual_at(P, i, z[0])
+
+
+cdef inline double datum_residual_at(const ProblemStore* P, intp i, double z) noexcept nogil:
+    """Datum i's weighted residual ``w_i phi'(z, y_i)`` at the linear
+    predictor ``z`` (one output): what a pass that computed ``z`` itself
+    (several chains at once, ``_group.pyx``) scatters."""
+    cdef double r = glm_residual1(P.model, z, P.y[i * P.y_stride], P.param)
     if P.weight != NULL:
         r *= P.weight[i]
     return r
 
 
-cdef inline double datum_weight(const ProblemStore* P, intp i) noexcept nogil:
-    return 1.0 if P.weight == NULL else P.weight[i]
+cdef inline double datum_potential(const ProblemStore* P, intp i, double z) noexcept nogil:
+    """Datum i's weighted potential ``w_i U_i`` at the linear predictor ``z``
+    (one output)."""
+    return datum_weight(P, i) * glm_loss(P.model, &z, 1, P.y + i * P.y_stride, P.param)
 
 
 cdef class Problem:

@@ -210,8 +210,7 @@ cdef class FullGradient(GradientEstimator):
             for i in range(P.n):
                 r = datum_residual1(P, i, theta, &z)
                 if self.with_potential:
-                    u += datum_weight(P, i) * glm_loss(P.model, &z, 1,
-                                                       P.y + i * P.y_stride, P.param)
+                    u += datum_potential(P, i, z)
                 row_axpy(P.X, i, &r, 1, c.grad)
             c.potential = u
             self.n_evals += P.n

@@ -32,8 +32,7 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcmp
 
 from ._dataset cimport RowStore, CSR, floating_t, index_t
-from ._estimators cimport datum_weight
-from ._models cimport glm_residual1, glm_loss
+from ._estimators cimport datum_potential, datum_residual_at
 
 #: glibc's ucontext is there: chains of one thread can run in lockstep
 COROUTINES = bool(SKB_COROUTINES)
@@ -342,10 +341,8 @@ cdef void _csr_pass(const floating_t* values, const index_t* indices, const inde
     cdef intp i, start, end
     cdef intp icpt = P.X.n_features * m
     cdef bint fit_intercept = P.X.fit_intercept
-    cdef const double* weight = P.weight
-    cdef int model = P.model, c
+    cdef int c
     cdef bint any_zero, any_potential = False
-    cdef double yi, zc
     cdef double z[MAX_GROUP]
     cdef double r[MAX_GROUP]
     for c in range(m):
@@ -354,21 +351,16 @@ cdef void _csr_pass(const floating_t* values, const index_t* indices, const inde
         start = indptr[i]
         end = indptr[i + 1]
         _gather(values, indices, start, end, block, m, z)
-        yi = P.y[i * P.y_stride]
         any_zero = False
         for c in range(m):
             if fit_intercept:
                 z[c] += block[icpt + c]
-            r[c] = glm_residual1(model, z[c], yi, P.param)
-            if weight != NULL:
-                r[c] *= weight[i]
+            r[c] = datum_residual_at(P, i, z[c])
             any_zero = any_zero or r[c] == 0.0
         if any_potential:
             for c in range(m):
                 if want[c]:
-                    zc = z[c]
-                    u[c] += datum_weight(P, i) * glm_loss(model, &zc, 1,
-                                                          P.y + i * P.y_stride, P.param)
+                    u[c] += datum_potential(P, i, z[c])
         if any_zero:              # row_axpy skips a zero residual (rare)
             _scatter_skipping_zeros(values, indices, start, end, grads, m, r, fit_intercept,
                                     icpt)
