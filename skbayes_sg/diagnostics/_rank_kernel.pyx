@@ -27,7 +27,6 @@ from cython cimport floating
 from libc.math cimport floor, sqrt, log10, fabs, isfinite, NAN, INFINITY
 from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
-from libcpp.algorithm cimport sort
 from libcpp.pair cimport pair
 from libcpp.vector cimport vector
 
@@ -284,10 +283,10 @@ def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bu
     work.resize(Ns)
     srt.resize(Nf if Nf > Ns else Ns)
     order.resize(Ns)
-    idx.resize(Ns)
-    idx_tmp.resize(Ns)
-    keys.resize(Ns)
-    keys_tmp.resize(Ns)
+    idx.resize(Nf if Nf > Ns else Ns)
+    idx_tmp.resize(Nf if Nf > Ns else Ns)
+    keys.resize(Nf if Nf > Ns else Ns)
+    keys_tmp.resize(Nf if Nf > Ns else Ns)
     counts.resize(RADIX_BUCKETS)
     means.resize(M)
     with nogil:
@@ -319,8 +318,9 @@ def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bu
                 if not bulk or Nf != Ns:
                     for c in range(m):
                         for t in range(n):
-                            items[c * n + t].first = a[p, c, t]
-                    sort(items.begin(), items.begin() + Nf)
+                            srt[c * n + t] = a[p, c, t]
+                    _radix_sort(&srt[0], Nf, &items[0], &keys[0], &keys_tmp[0], &idx[0],
+                                &idx_tmp[0], &counts[0])
                     for i in range(Nf):
                         srt[i] = items[i].first
                 flag = 0
