@@ -11,7 +11,18 @@ from numpy cimport npy_intp as intp
 from numpy.random cimport bitgen_t
 
 from ._dataset cimport RowStore, RowData, row_dot, row_axpy, row_prefetch, SKB_PREFETCH
-from ._models cimport MAX_MODEL_PARAMS, glm_loss, glm_residual, glm_residual1
+from ._models cimport LOGISTIC, MAX_MODEL_PARAMS, glm_loss, glm_residual, glm_residual1
+
+
+cdef extern from "sigmoid_kernel.h" nogil:
+    void skb_sigmoid_block(const double* z, long long n, double* out)
+
+
+#: rows whose residuals a logistic full pass computes together (their
+#: predictors first, then one vectorised sigmoid, then the scatter): 256
+#: rows x 4 chains of predictors and residuals stay in L1
+cdef enum:
+    SIGMOID_BLOCK = 256
 
 
 ctypedef struct Candidate:
@@ -75,6 +86,31 @@ cdef inline double datum_potential(const ProblemStore* P, intp i, double z) noex
     """Datum i's weighted potential ``w_i U_i`` at the linear predictor ``z``
     (one output)."""
     return datum_weight(P, i) * glm_loss(P.model, &z, 1, P.y + i * P.y_stride, P.param)
+
+
+cdef inline void logistic_block_residuals(const ProblemStore* P, intp i0, intp rows, int m,
+                                          const double* z, double* r) noexcept nogil:
+    """The logistic model's weighted residuals of rows ``i0 .. i0 + rows - 1``
+    at their predictors, for m chains side by side (``z[k * m + c]``: row
+    ``i0 + k``, chain c) into ``r`` (same layout): the sigmoids in one
+    vectorised loop (``sigmoid_kernel.h``; glibc's scalar exp took a fifth of
+    a default fit at 10^4 parameters).  The logistic full passes alone
+    (:class:`FullGradient`) and in a group (``_group.pyx``) call it, so a
+    chain's gradients are the same bits in both.  The other models keep
+    :func:`datum_residual1`: their residual costs a multiply, and a row's
+    residual kept in a register was 15-25 % faster than blocks."""
+    cdef intp k
+    cdef int c
+    cdef double y
+    skb_sigmoid_block(z, rows * m, r)
+    for k in range(rows):
+        y = P.y[(i0 + k) * P.y_stride]
+        for c in range(m):
+            r[k * m + c] -= y
+    if P.weight != NULL:
+        for k in range(rows):
+            for c in range(m):
+                r[k * m + c] *= P.weight[i0 + k]
 
 
 cdef class Problem:

@@ -193,6 +193,27 @@ cdef class GradientEstimator:
         self.with_potential = flag
 
 
+cdef double _logistic_pass(const ProblemStore* P, const double* theta, double* grad,
+                           bint with_potential) noexcept nogil:
+    # the logistic full pass: a block of rows' predictors, their residuals in
+    # one vectorised loop, then their scatter (the sums in row order)
+    cdef intp i0 = 0, k, rows
+    cdef double u = 0.0
+    cdef double z[SIGMOID_BLOCK]
+    cdef double r[SIGMOID_BLOCK]
+    while i0 < P.n:
+        rows = min(<intp> SIGMOID_BLOCK, P.n - i0)
+        for k in range(rows):
+            row_dot(P.X, i0 + k, theta, 1, &z[k])
+        logistic_block_residuals(P, i0, rows, 1, z, r)
+        for k in range(rows):
+            if with_potential:
+                u += datum_potential(P, i0 + k, z[k])
+            row_axpy(P.X, i0 + k, &r[k], 1, grad)
+        i0 += rows
+    return u
+
+
 cdef class FullGradient(GradientEstimator):
     """Exact data gradient ``sum_i grad U_i`` (with SGLD: ULA / LMC)."""
 
@@ -206,6 +227,10 @@ cdef class FullGradient(GradientEstimator):
         cdef double u = 0.0
         cdef double z, r
         memset(c.grad, 0, P.dim * sizeof(double))
+        if P.K == 1 and P.model == LOGISTIC:
+            c.potential = _logistic_pass(P, theta, c.grad, self.with_potential)
+            self.n_evals += P.n
+            return
         if P.K == 1:  # the residual by value, in registers
             for i in range(P.n):
                 r = datum_residual1(P, i, theta, &z)
@@ -306,6 +331,16 @@ ACCESS_MODES = {"random": ACCESS_RANDOM, "reshuffle": ACCESS_RESHUFFLE,
 CONTROL_MODES = {"none": CONTROL_NONE, "fixed": CONTROL_FIXED,
                  "snapshot": CONTROL_SNAPSHOT, "table": CONTROL_TABLE,
                  "taylor": CONTROL_TAYLOR}
+
+
+def py_sigmoid_block(z):
+    """``sigmoid_kernel.h``'s vectorised sigmoid of an array (testing twin)."""
+    cdef double[::1] zv = np.array(z, dtype=np.float64).reshape(-1)
+    out = np.empty(zv.shape[0])
+    cdef double[::1] ov = out
+    if zv.shape[0]:
+        skb_sigmoid_block(&zv[0], zv.shape[0], &ov[0])
+    return out
 
 
 def alias_table(p):

@@ -32,7 +32,9 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcmp
 
 from ._dataset cimport RowStore, CSR, floating_t, index_t
-from ._estimators cimport datum_potential, datum_residual_at
+from ._models cimport LOGISTIC
+from ._estimators cimport (SIGMOID_BLOCK, datum_potential, datum_residual_at,
+                           logistic_block_residuals)
 
 #: glibc's ucontext is there: chains of one thread can run in lockstep
 COROUTINES = bool(SKB_COROUTINES)
@@ -345,6 +347,9 @@ cdef void _csr_pass(const floating_t* values, const index_t* indices, const inde
     cdef bint any_zero, any_potential = False
     cdef double z[MAX_GROUP]
     cdef double r[MAX_GROUP]
+    if P.model == LOGISTIC:
+        _csr_pass_logistic(values, indices, indptr, P, block, grads, m, want, u)
+        return
     for c in range(m):
         any_potential = any_potential or want[c]
     for i in range(P.n):
@@ -369,6 +374,51 @@ cdef void _csr_pass(const floating_t* values, const index_t* indices, const inde
         if fit_intercept:
             for c in range(m):
                 grads[icpt + c] += r[c]
+
+
+cdef void _csr_pass_logistic(const floating_t* values, const index_t* indices,
+                             const index_t* indptr, const ProblemStore* P, const double* block,
+                             double* grads, int m, const bint* want, double* u) noexcept nogil:
+    # _csr_pass of the logistic model: a block of rows' predictors, their
+    # residuals in one vectorised loop, their scatter (as _logistic_pass
+    # alone, each chain's sums in its order: the same bits)
+    cdef intp i, i0, k, rows
+    cdef intp icpt = P.X.n_features * m
+    cdef bint fit_intercept = P.X.fit_intercept
+    cdef int c
+    cdef bint any_zero, any_potential = False
+    cdef double z[SIGMOID_BLOCK * MAX_GROUP]
+    cdef double r[SIGMOID_BLOCK * MAX_GROUP]
+    for c in range(m):
+        any_potential = any_potential or want[c]
+    i0 = 0
+    while i0 < P.n:
+        rows = min(<intp> SIGMOID_BLOCK, P.n - i0)
+        for k in range(rows):
+            i = i0 + k
+            _gather(values, indices, indptr[i], indptr[i + 1], block, m, &z[k * m])
+            if fit_intercept:
+                for c in range(m):
+                    z[k * m + c] += block[icpt + c]
+        logistic_block_residuals(P, i0, rows, m, z, r)
+        for k in range(rows):
+            i = i0 + k
+            if any_potential:
+                for c in range(m):
+                    if want[c]:
+                        u[c] += datum_potential(P, i, z[k * m + c])
+            any_zero = False
+            for c in range(m):
+                any_zero = any_zero or r[k * m + c] == 0.0
+            if any_zero:              # row_axpy skips a zero residual (rare)
+                _scatter_skipping_zeros(values, indices, indptr[i], indptr[i + 1], grads, m,
+                                        &r[k * m], fit_intercept, icpt)
+                continue
+            _scatter(values, indices, indptr[i], indptr[i + 1], grads, m, &r[k * m])
+            if fit_intercept:
+                for c in range(m):
+                    grads[icpt + c] += r[k * m + c]
+        i0 += rows
 
 
 cdef void _scatter_skipping_zeros(const floating_t* values, const index_t* indices, intp start,
