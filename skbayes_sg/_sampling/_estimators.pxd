@@ -16,6 +16,7 @@ from ._models cimport LOGISTIC, MAX_MODEL_PARAMS, glm_loss, glm_residual, glm_re
 
 cdef extern from "sigmoid_kernel.h" nogil:
     void skb_sigmoid_block(const double* z, long long n, double* out)
+    void skb_softplus_block(const double* z, long long n, double* out)
 
 
 #: rows whose residuals a logistic full pass computes together (their
@@ -111,6 +112,22 @@ cdef inline void logistic_block_residuals(const ProblemStore* P, intp i0, intp r
         for k in range(rows):
             for c in range(m):
                 r[k * m + c] *= P.weight[i0 + k]
+
+
+cdef inline void logistic_block_potentials(const ProblemStore* P, intp i0, intp rows, int m,
+                                           const double* z, double* u) noexcept nogil:
+    """The logistic model's weighted potentials ``w_i (log(1 + e^z) - y_i z)``
+    of the rows and chains of :func:`logistic_block_residuals` (same layout),
+    the softplus in one vectorised loop: a Metropolis trajectory's last pass."""
+    cdef intp k
+    cdef int c
+    cdef double y, w
+    skb_softplus_block(z, rows * m, u)
+    for k in range(rows):
+        y = P.y[(i0 + k) * P.y_stride]
+        w = datum_weight(P, i0 + k)
+        for c in range(m):
+            u[k * m + c] = w * (u[k * m + c] - y * z[k * m + c])
 
 
 cdef class Problem:

@@ -201,14 +201,17 @@ cdef double _logistic_pass(const ProblemStore* P, const double* theta, double* g
     cdef double u = 0.0
     cdef double z[SIGMOID_BLOCK]
     cdef double r[SIGMOID_BLOCK]
+    cdef double pot[SIGMOID_BLOCK]
     while i0 < P.n:
         rows = min(<intp> SIGMOID_BLOCK, P.n - i0)
         for k in range(rows):
             row_dot(P.X, i0 + k, theta, 1, &z[k])
         logistic_block_residuals(P, i0, rows, 1, z, r)
+        if with_potential:
+            logistic_block_potentials(P, i0, rows, 1, z, pot)
         for k in range(rows):
             if with_potential:
-                u += datum_potential(P, i0 + k, z[k])
+                u += pot[k]
             row_axpy(P.X, i0 + k, &r[k], 1, grad)
         i0 += rows
     return u
@@ -340,6 +343,16 @@ def py_sigmoid_block(z):
     cdef double[::1] ov = out
     if zv.shape[0]:
         skb_sigmoid_block(&zv[0], zv.shape[0], &ov[0])
+    return out
+
+
+def py_softplus_block(z):
+    """``sigmoid_kernel.h``'s vectorised ``log(1 + e^z)`` of an array (testing twin)."""
+    cdef double[::1] zv = np.array(z, dtype=np.float64).reshape(-1)
+    out = np.empty(zv.shape[0])
+    cdef double[::1] ov = out
+    if zv.shape[0]:
+        skb_softplus_block(&zv[0], zv.shape[0], &ov[0])
     return out
 
 

@@ -34,7 +34,7 @@ from libc.string cimport memset, memcmp
 from ._dataset cimport RowStore, CSR, floating_t, index_t
 from ._models cimport LOGISTIC
 from ._estimators cimport (SIGMOID_BLOCK, datum_potential, datum_residual_at,
-                           logistic_block_residuals)
+                           logistic_block_potentials, logistic_block_residuals)
 
 #: glibc's ucontext is there: chains of one thread can run in lockstep
 COROUTINES = bool(SKB_COROUTINES)
@@ -389,6 +389,7 @@ cdef void _csr_pass_logistic(const floating_t* values, const index_t* indices,
     cdef bint any_zero, any_potential = False
     cdef double z[SIGMOID_BLOCK * MAX_GROUP]
     cdef double r[SIGMOID_BLOCK * MAX_GROUP]
+    cdef double pot[SIGMOID_BLOCK * MAX_GROUP]
     for c in range(m):
         any_potential = any_potential or want[c]
     i0 = 0
@@ -401,12 +402,14 @@ cdef void _csr_pass_logistic(const floating_t* values, const index_t* indices,
                 for c in range(m):
                     z[k * m + c] += block[icpt + c]
         logistic_block_residuals(P, i0, rows, m, z, r)
+        if any_potential:
+            logistic_block_potentials(P, i0, rows, m, z, pot)
         for k in range(rows):
             i = i0 + k
             if any_potential:
                 for c in range(m):
                     if want[c]:
-                        u[c] += datum_potential(P, i, z[k * m + c])
+                        u[c] += pot[k * m + c]
             any_zero = False
             for c in range(m):
                 any_zero = any_zero or r[k * m + c] == 0.0

@@ -86,6 +86,31 @@ static SKB_SIGMOID_CLONES void skb_sigmoid_block(const double *z, int64_t n, dou
     }
 }
 
+/* log(1 + e) for 0 <= e <= 1: 2 atanh(s) with s = e / (2 + e) in [0, 1/3],
+   its odd series to s^33 (the next term's share below 2e-17) */
+static inline double skb_log1p_unit(double e)
+{
+    double s = e / (2.0 + e);
+    double s2 = s * s;
+    double p = 1.0 / 33.0;
+    int j;
+    for (j = 31; j >= 1; j -= 2)
+        p = p * s2 + 1.0 / (double)j;
+    return 2.0 * s * p;
+}
+
+/* out[k] = log(1 + exp(z[k])) for k < n, as _models.pxd's softplus:
+   max(z, 0) + log1p(exp(-|z|)) (out may be z) */
+static SKB_SIGMOID_CLONES void skb_softplus_block(const double *z, int64_t n, double *out)
+{
+    int64_t k;
+    for (k = 0; k < n; k++) {
+        double v = z[k];
+        double e = skb_exp_nonpositive(-fabs(v));
+        out[k] = (v > 0.0 ? v : 0.0) + skb_log1p_unit(e);
+    }
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif
