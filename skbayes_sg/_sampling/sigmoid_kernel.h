@@ -1,22 +1,26 @@
 /*
- * The logistic sigmoid of a block of linear predictors, vectorised: the
- * full-data passes of the logistic model (FullGradient, a lockstep group's
- * pass) compute the predictors of a block of rows first, then their
- * sigmoids here, then scatter.  glibc's scalar exp took a fifth of a
- * default d = 10^4 logistic fit; this loop runs in SIMD lanes.
+ * The logistic sigmoid and softplus of a block of linear predictors,
+ * vectorised: the full-data passes of the logistic model (FullGradient, a
+ * lockstep group's pass) compute the predictors of a block of rows first,
+ * then their sigmoids here (and, at a Metropolis trajectory's end, their
+ * softplus), then scatter.  glibc's scalar exp took a fifth of a default
+ * d = 10^4 logistic fit, log1p and exp of the potential another 6 %; these
+ * loops run in SIMD lanes.
  *
  * Written by hand (not generated).  Used through _estimators.pxd.
  *
- * sigmoid(z) = (z >= 0 ? 1 : e) / (1 + e) with e = exp(-|z|), the formula of
- * _models.pxd's scalar sigmoid.  exp(x) for x <= 0: x = n ln2 + r with
- * |r| <= ln2 / 2 (n by the 1.5 * 2^52 rounding trick, ln2 in two parts),
- * exp(r) by its Taylor polynomial of degree 12 (truncation below 2e-16
- * there), times 2^n added to the exponent bits; below -708 (where 2^n would
- * leave the normal range) the value is 0.  Relative error within 4e-16 of
- * glibc's exp (test_sigmoid_kernel.py).
+ * sigmoid(z) = (z >= 0 ? 1 : e) / (1 + e) and softplus(z) = max(z, 0) +
+ * log1p(e) with e = exp(-|z|), the formulas of _models.pxd's scalar ones.
+ * exp(x) for x <= 0: x = n ln2 + r with |r| <= ln2 / 2 (n by the 1.5 * 2^52
+ * rounding trick, ln2 in two parts), exp(r) by its Taylor polynomial of
+ * degree 12 (truncation below 2e-16 there), times 2^n added to the exponent
+ * bits; below -708 (where 2^n would leave the normal range) the value is 0.
+ * log1p(e) for e in [0, 1]: 2 atanh(s), s = e / (2 + e) in [0, 1/3], by its
+ * odd series.  Both within 8e-16 of expit / logaddexp
+ * (test_sigmoid_kernel.py).
  *
  * No fused multiply-adds and no trapping assumptions (the pragma below):
- * every clone, and the numpy twin of the tests, gives the same bits.
+ * every clone, and the numpy twins of the tests, give the same bits.
  * Compiled for AVX-512, AVX2 and baseline x86-64 (target_clones, picked by
  * the loader for the CPU) with GCC on x86-64 glibc; once, for the build's
  * default target, elsewhere.
