@@ -20,8 +20,8 @@ cdef extern from "sigmoid_kernel.h" nogil:
 
 
 #: rows whose residuals a logistic full pass computes together (their
-#: predictors first, then one vectorised sigmoid, then the scatter): 256
-#: rows x 4 chains of predictors and residuals stay in L1
+#: predictors first, then one vectorised sigmoid, then the scatter): 2 KB
+#: an array a chain
 cdef enum:
     SIGMOID_BLOCK = 256
 

@@ -336,24 +336,26 @@ CONTROL_MODES = {"none": CONTROL_NONE, "fixed": CONTROL_FIXED,
                  "taylor": CONTROL_TAYLOR}
 
 
-def py_sigmoid_block(z):
-    """``sigmoid_kernel.h``'s vectorised sigmoid of an array (testing twin)."""
+ctypedef void (*_BlockFunction)(const double*, long long, double*) noexcept nogil
+
+
+cdef _block_twin(_BlockFunction f, z):
     cdef double[::1] zv = np.array(z, dtype=np.float64).reshape(-1)
     out = np.empty(zv.shape[0])
     cdef double[::1] ov = out
     if zv.shape[0]:
-        skb_sigmoid_block(&zv[0], zv.shape[0], &ov[0])
+        f(&zv[0], zv.shape[0], &ov[0])
     return out
+
+
+def py_sigmoid_block(z):
+    """``sigmoid_kernel.h``'s vectorised sigmoid of an array (testing twin)."""
+    return _block_twin(skb_sigmoid_block, z)
 
 
 def py_softplus_block(z):
     """``sigmoid_kernel.h``'s vectorised ``log(1 + e^z)`` of an array (testing twin)."""
-    cdef double[::1] zv = np.array(z, dtype=np.float64).reshape(-1)
-    out = np.empty(zv.shape[0])
-    cdef double[::1] ov = out
-    if zv.shape[0]:
-        skb_softplus_block(&zv[0], zv.shape[0], &ov[0])
-    return out
+    return _block_twin(skb_softplus_block, z)
 
 
 def alias_table(p):
