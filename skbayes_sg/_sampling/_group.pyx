@@ -366,14 +366,7 @@ cdef void _csr_pass(const floating_t* values, const index_t* indices, const inde
             for c in range(m):
                 if want[c]:
                     u[c] += datum_potential(P, i, z[c])
-        if any_zero:              # row_axpy skips a zero residual (rare)
-            _scatter_skipping_zeros(values, indices, start, end, grads, m, r, fit_intercept,
-                                    icpt)
-            continue
-        _scatter(values, indices, start, end, grads, m, r)
-        if fit_intercept:
-            for c in range(m):
-                grads[icpt + c] += r[c]
+        _scatter_row(values, indices, start, end, grads, m, r, any_zero, fit_intercept, icpt)
 
 
 cdef void _csr_pass_logistic(const floating_t* values, const index_t* indices,
@@ -413,15 +406,24 @@ cdef void _csr_pass_logistic(const floating_t* values, const index_t* indices,
             any_zero = False
             for c in range(m):
                 any_zero = any_zero or r[k * m + c] == 0.0
-            if any_zero:              # row_axpy skips a zero residual (rare)
-                _scatter_skipping_zeros(values, indices, indptr[i], indptr[i + 1], grads, m,
-                                        &r[k * m], fit_intercept, icpt)
-                continue
-            _scatter(values, indices, indptr[i], indptr[i + 1], grads, m, &r[k * m])
-            if fit_intercept:
-                for c in range(m):
-                    grads[icpt + c] += r[k * m + c]
+            _scatter_row(values, indices, indptr[i], indptr[i + 1], grads, m, &r[k * m],
+                         any_zero, fit_intercept, icpt)
         i0 += rows
+
+
+cdef inline void _scatter_row(const floating_t* values, const index_t* indices, intp start,
+                              intp end, double* grads, int m, const double* r, bint any_zero,
+                              bint fit_intercept, intp icpt) noexcept nogil:
+    # a row's r_c x_i into every chain's gradient, as row_axpy: a zero
+    # residual (rare) adds nothing
+    cdef int c
+    if any_zero:
+        _scatter_skipping_zeros(values, indices, start, end, grads, m, r, fit_intercept, icpt)
+        return
+    _scatter(values, indices, start, end, grads, m, r)
+    if fit_intercept:
+        for c in range(m):
+            grads[icpt + c] += r[c]
 
 
 cdef void _scatter_skipping_zeros(const floating_t* values, const index_t* indices, intp start,
