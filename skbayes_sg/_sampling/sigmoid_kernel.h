@@ -45,6 +45,10 @@
 /* selects need no branches (the loop vectorises); a*b+c stays two roundings
    in every clone (the same bits everywhere) */
 #pragma GCC optimize ("no-trapping-math", "fp-contract=off")
+#elif defined(__clang__)
+/* clang contracts a*b+c within a statement by default where FMA exists
+   (arm64 always): off, for the same bits */
+#pragma STDC FP_CONTRACT OFF
 #endif
 
 static inline double skb_exp_nonpositive(double x)

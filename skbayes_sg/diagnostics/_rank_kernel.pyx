@@ -266,7 +266,7 @@ def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bu
     ``_convergence._z_scale(_split_chains(a))``); its other rows are left.
     """
     cdef Py_ssize_t P = a.shape[0], m = a.shape[1], n = a.shape[2]
-    cdef Py_ssize_t h = n // 2, M = 2 * m, Ns = M * h, Nf = m * n
+    cdef Py_ssize_t h = n // 2, M = 2 * m, Ns = M * h, Nf = m * n  # Nf >= Ns
     cdef Py_ssize_t p, c, t, i
     cdef double r_bulk, r_fold
     cdef int flag
@@ -277,16 +277,16 @@ def rank_diagnostics(const floating[:, :, :] a, const double[::1] table, bint bu
     cdef vector[uint64_t] keys, keys_tmp
     if h < 2:
         raise ValueError("rank_diagnostics needs at least 4 draws per chain")
-    items.resize(Nf if Nf > Ns else Ns)
+    items.resize(Nf)
     xs.resize(Ns)
     z.resize(Ns)
     work.resize(Ns)
-    srt.resize(Nf if Nf > Ns else Ns)
+    srt.resize(Nf)
     order.resize(Ns)
-    idx.resize(Nf if Nf > Ns else Ns)
-    idx_tmp.resize(Nf if Nf > Ns else Ns)
-    keys.resize(Nf if Nf > Ns else Ns)
-    keys_tmp.resize(Nf if Nf > Ns else Ns)
+    idx.resize(Nf)
+    idx_tmp.resize(Nf)
+    keys.resize(Nf)
+    keys_tmp.resize(Nf)
     counts.resize(RADIX_BUCKETS)
     means.resize(M)
     with nogil:
