@@ -20,6 +20,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
+from ._dask_estimator import DaskFitMixin
 from ._dask_rows import is_dask_collection, sample_rows
 from ._results import FitResultsMixin
 from ._sampling import _schedule
@@ -326,7 +327,7 @@ def chain_spec(estimator, ctx, glm, setup, sample_weight):
         chain_rows=0 if ctx.population is None else int(ctx.population.chain_rows))
 
 
-class BaseSGMCMC(FitResultsMixin, BaseEstimator):
+class BaseSGMCMC(DaskFitMixin, FitResultsMixin, BaseEstimator):
     """Base class: parameter handling, the chains, posterior storage.
 
     Subclasses define the model (``_make_glm``), how targets are encoded
@@ -407,8 +408,7 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
         """
         self._validate_params()
         if is_dask_collection(X) or is_dask_collection(y) or is_dask_collection(sample_weight):
-            from ._dask_fit import fit_on_dask     # dask is an optional dependency
-            return fit_on_dask(self, X, y, sample_weight)
+            return self._fit_on_dask(X, y, sample_weight)      # ._dask_estimator
         continuing = self.warm_start and hasattr(self, "_chain_states")
         if continuing:
             self._check_continuation()
@@ -420,7 +420,7 @@ class BaseSGMCMC(FitResultsMixin, BaseEstimator):
     def _fit_encoded(self, X, y_enc, weights, continuing, population=None):
         """The fit of validated rows, encoded targets and datum weights;
         ``population``: the rows are a sample drawn ahead from a larger data
-        set (:mod:`._dask_fit`)."""
+        set (:mod:`._dask_estimator`)."""
         glm = self._make_glm(X, y_enc)
         # one BLAS thread: the chains run in threads of their own, and a
         # multithreaded BLAS on busy cores slows set-up by orders of magnitude

@@ -35,16 +35,18 @@ array the two parts go where they belong:
    read from the rows, as an in-memory fit's is.
 
 The client holds the pool, the draws and d x d sums, never ``X``.
+
+This module is the cluster's side (the row blocks, the pool, the passes);
+the steps that read and write the estimator's own state are its methods,
+in :mod:`._dask_estimator`.
 """
-import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import clone, is_classifier
-from sklearn.utils import check_random_state
+from dask.array.utils import meta_from_array
 
 try:                                    # the distributed scheduler is optional
     from distributed import as_completed, get_client as distributed_client
@@ -52,14 +54,12 @@ except ImportError:                     # pragma: no cover
     def distributed_client():
         raise ValueError("no distributed client")
 from ._dask_rows import whole_rows
-from ._sampling._context import FitContext
-from ._sampling._glm import GLM, NEGATIVE_BINOMIAL, linear_predictor, model_spec
-from ._sampling._row_algebra import (MAX_DENSE_LAPLACE, MAX_NEWTON_ITER, MODE_TOL_SD,
-                                     dense_gram_blocks)
-from ._sampling._shape_search import estimate_shape, search_shape, shape_terms
+from ._sampling._glm import linear_predictor
+from ._sampling._row_algebra import MAX_NEWTON_ITER, MODE_TOL_SD, dense_gram_blocks
+from ._sampling._shape_search import shape_terms
 from .exceptions import ClusterError
 
-__all__ = ["Population", "fit_on_dask"]
+__all__ = ["DaskRows", "Population", "population_mode"]
 
 #: rows of the first pool, the most each chain may read (a default logistic
 #: fit of 20 features reads about 2.6e5 per chain with the first-order
@@ -188,7 +188,8 @@ class DaskRows:
                 picks = np.sort(rng.integers(0, rows, size=count))
                 tasks.append(dask.delayed(_take_rows)(X, y, w, picks))
                 slots.append(place)
-        if self.X._meta is not None and sp.issparse(self.X._meta):
+        meta = meta_from_array(self.X)
+        if meta is not None and sp.issparse(meta):
             parts = dask.compute(*tasks)
             order = np.argsort(np.concatenate(slots))
             return _finite((sp.vstack([p[0] for p in parts], format="csr")[order],
@@ -277,53 +278,20 @@ def population_mode(data, glm, alpha, fit_intercept, theta, temperature):
                        f"{MAX_NEWTON_ITER} passes")
 
 
-# ------------------------------------------------------------------ the fit
-def _refuse_unsupported(est):
-    """Settings a fit on a dask array cannot honour, refused by name."""
-    if est.warm_start and hasattr(est, "_chain_states"):
-        raise ValueError("warm_start=True continues chains on in-memory data; a fit on a "
-                         "dask array starts afresh. Set warm_start=False.")
-    if est.subsampling not in DASK_SUBSAMPLINGS:
-        raise ValueError(
-            f"subsampling={est.subsampling!r} is not available on a dask array: the chains "
-            "read a pool of rows drawn ahead, each row once, which keeps "
-            f"{sorted(DASK_SUBSAMPLINGS)} exact (exact gradients would read every row at "
-            "every step). Use subsampling='auto', or compute X into memory.")
-    if getattr(est, "class_weight", None) is not None:
-        raise ValueError("class_weight is not available on a dask array yet; pass the "
-                         "weights as sample_weight (a dask array of one weight per row).")
-    # found by passes on the cluster: ridge's alpha and noise_var (sums over
-    # the rows), the negative binomial's shape (Newton passes); logistic
-    # regression's alpha="auto" needs the rows in memory
-    on_cluster = {"shape"} | ({"alpha", "noise_var"}
-                              if hasattr(est, "_hyperparameters_from_gram") else set())
-    for name in ("alpha", "noise_var", "shape"):
-        if name not in on_cluster and isinstance(getattr(est, name, None), str):
-            raise ValueError(
-                f"{name}={getattr(est, name)!r} is estimated from the data in memory; on a "
-                f"dask array pass a number for {name}.")
-
-
-def _encode_blocks(work, data):
-    """Check and encode the targets and weights on the cluster: a
-    classifier's classes from every row (one pass; ``classes_`` set and
-    checked by its own rules), then the class index per row; a regressor's
-    targets checked block by block by its model's rules as each pass reads
-    them; the weights checked as the in-memory fit checks them (the same
-    pass).  Returns the passes made."""
-    glm_name = None if is_classifier(work) else work._make_glm(None, None).name
-    if glm_name is not None:
-        data.y = data.y.map_blocks(model_spec(glm_name).validate_targets, dtype=np.float64)
-    checks = [] if glm_name is not None else [da.unique(data.y)]
+# ------------------------------------------------- the estimator's passes
+def check_blocks(data, find_classes):
+    """One pass checking the weights (as the in-memory fit checks them)
+    and, with ``find_classes``, finding the targets' classes from every row;
+    no pass when there is neither.  Returns the sorted classes or None."""
+    checks = [da.unique(data.y)] if find_classes else []
     if data.w is not None:
         checks += [data.w.min(), data.w.max(), da.isfinite(data.w).all()]
     if not checks:
-        return 0
+        return None
     found = dask.compute(*checks)
-    if glm_name is None:
+    classes = None
+    if find_classes:
         classes, found = np.unique(found[0]), found[1:]
-        work._encode_targets(classes)
-        data.y = data.y.map_blocks(_class_index, work.classes_, dtype=np.float64)
     if data.w is not None:
         low, high, finite = found
         if not finite:
@@ -335,61 +303,25 @@ def _encode_blocks(work, data):
         if high <= 0:
             raise ValueError("sample_weight is zero for every row, which leaves no data to "
                              "fit; give at least one row a positive weight.")
-    return 1
+    return classes
 
 
-def _resolve_from_gram(work, data):
-    """Settings the model finds from its data's sufficient statistics
-    (ridge's evidence): one pass summing the Gram matrix and the targets'
-    moments, the numbers set on ``work``.  Returns the passes made."""
-    resolve = getattr(work, "_hyperparameters_from_gram", None)
-    if resolve is None or not any(isinstance(getattr(work, name), str) or
-                                  getattr(work, name) is None
-                                  for name in ("alpha", "noise_var")):
-        return 0
-    fit_intercept = bool(work.fit_intercept)
+def gram_sums(data, fit_intercept):
+    """One pass: ``X_a^T W X_a``, ``X_a^T W y``, ``y^T W y``, ``sum w`` and
+    ``sum w y`` over every row (the sufficient statistics of ridge's
+    evidence), summed in the blocks' order."""
     tasks = [dask.delayed(_block_gram)(X, y, w, fit_intercept) for X, y, w in data.blocks()]
     parts = dict(_arriving(tasks))
-    sums = [sum(parts[k][j] for k in range(len(tasks))) for j in range(5)]
-    work.set_params(**resolve(*sums))
-    return 1
+    return [sum(parts[k][j] for k in range(len(tasks))) for j in range(5)]
 
 
-def _resolve_shape(work, data, pool):
-    """The negative binomial's ``shape="auto"`` by passes on the cluster
-    (:func:`~._sampling._shape_search.search_shape`, from the
-    pool's shape), set on ``work``.  Returns ``(passes, the mode at the
-    shape or None)``."""
-    if getattr(work, "shape", None) != "auto":
-        return 0, None
-    X, y, w = pool
-    y = work._encode_targets(y)
-    weights = np.full(len(y), data.n / len(y)) * (1.0 if w is None else w)
-    alpha, fit_intercept = float(work.alpha), bool(work.fit_intercept)
-
-    def at_shape(shape):
-        return FitContext(X, y, GLM(NEGATIVE_BINOMIAL, 1, (shape,)), alpha, fit_intercept,
-                          1, weights)
-
-    shape, _ = estimate_shape(at_shape(1.0))
-    passes = [0]
-
-    def mode_at(shape, theta):
-        start = at_shape(shape).mode() if theta is None else theta
-        population, k = population_mode(data, GLM(NEGATIVE_BINOMIAL, 1, (shape,)), alpha,
-                                        fit_intercept, start, float(work.temperature))
-        passes[0] += k
-        return population.mode
-
-    def terms_at(theta, log_r):
-        tasks = [dask.delayed(_block_shape_terms)(Xb, yb, wb, theta, fit_intercept, log_r)
-                 for Xb, yb, wb in data.blocks()]
-        parts = dict(_arriving(tasks))
-        return sum(parts[k] for k in range(len(tasks)))
-
-    shape, theta, k = search_shape(mode_at, terms_at, shape, None)
-    work.set_params(shape=shape)
-    return passes[0] + k, theta
+def shape_terms_on_cluster(data, theta, fit_intercept, log_r):
+    """One pass: :func:`~._sampling._shape_search.shape_terms` summed over
+    every row."""
+    tasks = [dask.delayed(_block_shape_terms)(Xb, yb, wb, theta, fit_intercept, log_r)
+             for Xb, yb, wb in data.blocks()]
+    parts = dict(_arriving(tasks))
+    return sum(parts[k] for k in range(len(tasks)))
 
 
 def _block_shape_terms(X, y, w, theta, fit_intercept, log_r):
@@ -410,92 +342,6 @@ def _block_gram(X, y, w, fit_intercept):
     return Xw.T @ Xa, Xw.T @ y, float(w @ (y * y)), float(w.sum()), float(w @ y)
 
 
-def _class_index(y, classes):
+def class_index(y, classes):
+    """Each target's index among the sorted ``classes`` (a block's map)."""
     return np.searchsorted(classes, y).astype(np.float64)
-
-
-def _fit_pool(work, data, population, pool):
-    """Sample on ``pool`` (``(X, y, w)``), chain ``c`` reading from row
-    ``c * size / n_chains``; returns the rows each chain read."""
-    X, y, w = pool
-    size = len(y)
-    y = y if is_classifier(work) else work._encode_targets(y)
-    work._validate_X_y(X, y, reset=True)
-    weights = np.full(size, data.n / size) * (1.0 if w is None else w)
-    work._fit_encoded(X, y, weights, False,
-                      replace(population, chain_rows=size // work.n_chains))
-    return (work.n_passes_ - work.n_setup_passes_) * size / work.n_chains
-
-
-def _pool_mode(work, X, y, w, n):
-    """The posterior mode of a pool weighted up to n rows (in memory): where
-    the Newton passes on the cluster start."""
-    y = y if is_classifier(work) else work._encode_targets(y)
-    weights = np.full(len(y), n / len(y)) * (1.0 if w is None else w)
-    ctx = FitContext(X, y, work._make_glm(X, y), float(work.alpha),
-                     bool(work.fit_intercept), 1, weights)
-    work._fit_context_hook(ctx)            # the model's settings (ridge's noise variance)
-    return ctx.mode(), ctx
-
-
-def fit_on_dask(est, X, y, sample_weight=None):
-    """``est.fit(X, y, sample_weight)`` for dask collections (see the module)."""
-    _refuse_unsupported(est)
-    data = DaskRows(X, y, sample_weight)
-    seed = check_random_state(est.random_state).randint(np.iinfo(np.int32).max)
-    rng = np.random.default_rng(seed)
-    work = clone(est).set_params(subsampling=DASK_SUBSAMPLINGS[est.subsampling],
-                                 access="cyclic", warm_start=False, random_state=seed)
-    passes = _encode_blocks(work, data) + _resolve_from_gram(work, data)
-    size = POOL_ROWS
-    pool = data.draw_pool(size, rng)
-    shape_passes, theta_at_shape = _resolve_shape(work, data, pool)
-    theta, ctx = _pool_mode(work, *pool, data.n)
-    theta = theta if theta_at_shape is None else theta_at_shape
-    if theta.size > MAX_DENSE_LAPLACE:
-        raise ValueError(f"{theta.size} coefficients: a fit on a dask array keeps a dense "
-                         f"Hessian (up to {MAX_DENSE_LAPLACE}); compute X into memory.")
-    glm, alpha = ctx.glm, float(ctx.alpha)
-    del ctx                   # its per-row caches: the client keeps the pool only
-    population, newton = population_mode(data, glm, alpha, bool(work.fit_intercept), theta,
-                                         float(work.temperature))
-    passes += 1 + shape_passes + newton
-    spent = 0                 # row evaluations of samplings on pools that proved short
-    for attempt in range(MAX_POOLS):
-        if attempt:
-            pool = data.draw_pool(size, rng)
-            passes += 1
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            read = _fit_pool(work, data, population, pool)
-        if read <= size:
-            break
-        spent += work.n_grad_evals_
-        size = int(np.ceil(POOL_GROWTH * read))
-    else:
-        raise RuntimeError(
-            f"The chains read {read:.0f} rows each, more than the {len(pool[1])} rows of the "
-            f"last of {MAX_POOLS} pools drawn for them (a chain must not read a row twice). "
-            "Bound the sampling with n_samples or max_passes, or fit on rows in memory.")
-    for w in caught:          # the kept fit's warnings, under the caller's filters
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    _adopt_results(est, work, data, passes, read, len(pool[1]), spent)
-    return est
-
-
-def _adopt_results(est, work, data, passes, read, size, spent):
-    """The working estimator's fitted attributes on ``est``, its data
-    passes counted over the whole data (``spent``: row evaluations of
-    samplings given up for a larger pool)."""
-    params = est.get_params(deep=False)
-    for name, value in vars(work).items():
-        if name not in params:
-            setattr(est, name, value)
-    est.n_grad_evals_ = int(passes * data.n + work.n_grad_evals_ + spent)
-    est.n_passes_ = est.n_grad_evals_ / data.n
-    est.n_setup_passes_ = passes + work.n_setup_passes_ * size / data.n
-    est.n_cluster_passes_ = int(passes)
-    est.n_sampling_rows_ = int(round(read * work.n_chains))
-    est.pool_size_ = int(size)
-    if data.feature_names is not None:
-        est.feature_names_in_ = data.feature_names

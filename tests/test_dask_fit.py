@@ -160,6 +160,8 @@ def test_ridge_on_dask_at_its_defaults_is_the_exact_posterior(client):
     # the evidence from sums on the cluster is the in-memory evidence
     np.testing.assert_allclose([est.alpha_, est.noise_var_],
                                [memory.alpha_, memory.noise_var_], rtol=1e-6)
+    # found for the fit, not written into the user's parameters
+    assert est.get_params() == SGMCMCRidge(random_state=0).get_params()
     # the exact conjugate posterior at those settings
     Xa = np.hstack([X, np.ones((n, 1))])
     precision = Xa.T @ Xa / est.noise_var_ + est.alpha_ * np.eye(d + 1)
@@ -284,6 +286,8 @@ def test_ctrl_c_in_a_pass_stops_the_fit_and_its_tasks(client):
     watcher.join(1.0)
     assert hits
     assert not hasattr(est, "coef_samples_")
+    # the pool's settings, in force during the fit, are undone
+    assert est.get_params() == SGMCMCLogisticRegression(random_state=0).get_params()
     end = time.monotonic() + 5.0          # the pass's tasks were cancelled
     while time.monotonic() < end and any(client.processing().values()):
         time.sleep(0.05)
