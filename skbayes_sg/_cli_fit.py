@@ -763,7 +763,9 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
     X, y, names = _load_rows(data, target, libsvm, model, spec, say,
                              libsvm_options=dict(zero_based=zero_based, n_features=n_features))
     rows = _split_and_scale(X, y, names, model, spec, test_size, seed, standardize, stderr)
-    est = _make_estimator(model, estimator_params, network)
+    # a refusal of the estimator's parameters (the network's subsampling="saga",
+    # ...) comes from fit as an InvalidParameterError: a usage error, status 2
+    est = MODELS[model](**dict(estimator_params or {}))
     _say_estimator(est, rows, network, standardize, say)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
@@ -891,14 +893,6 @@ def _split_and_scale(X, y, names, model, spec, test_size, seed, standardize, std
                  x_mean=x_mean, x_scale=x_scale, y_mean=y_mean, y_scale=y_scale)
 
 
-def _make_estimator(model, estimator_params, network):
-    est = MODELS[model](**dict(estimator_params or {}))
-    if network:
-        try:   # the network's refusals (subsampling="saga", ...) before the fit
-            est._check_params()
-        except ValueError as exc:
-            raise DataError(str(exc)) from None
-    return est
 
 
 def _say_estimator(est, rows, network, standardize, say):

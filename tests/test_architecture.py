@@ -359,8 +359,7 @@ def test_the_policy_takes_no_rule_or_message_from_a_compiled_kernel(tmp_path):
 #: ``_meta``; ``temperature="auto"`` fits candidate clones and adopts one).
 #: The command line asks the network's parameter check before loading the
 #: data (scikit-learn has no public hook for that check).
-PRIVATE_READS_LEFT = {"neural_network/_network_temperature.py": 9,
-                      "_cli_fit.py": 1}
+PRIVATE_READS_LEFT = {"neural_network/_network_temperature.py": 9}
 
 
 def test_no_module_reads_another_objects_private_names():

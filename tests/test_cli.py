@@ -473,7 +473,7 @@ def test_csv_mlp_report_and_npz(csv_classification, tmp_path, capsys):
 def test_mlp_flags_and_refusals(csv_classification, tmp_path, capsys, monkeypatch):
     """An MLP-only flag with --model logistic, and a linear-only flag, or an
     option the network lacks, with --model mlp: exit status 2 naming the
-    flag, before any fit."""
+    flag, before any fit; the network's own refusals, first thing in its fit."""
     path, _, _ = csv_classification
     def fit(self, *args, **kwargs):
         raise AssertionError("the fit ran despite a flag of another model")
@@ -489,10 +489,13 @@ def test_mlp_flags_and_refusals(csv_classification, tmp_path, capsys, monkeypatc
         status, _, err = _run([path, "--target", "label", "--model", "mlp", *argv], capsys)
         assert status == 2 and flag in err and "--model mlp" in err, (argv, err)
     pytest.importorskip("torch")
-    # the network's own refusals are usage errors too, and .nc is for the linear models
+    # the network's own refusals are usage errors too: its fit refuses first thing
+    # (an InvalidParameterError), and .nc is for the linear models
+    monkeypatch.undo()
     status, _, err = _run([path, "--target", "label", "--model", "mlp", "--subsampling",
                            "saga"], capsys)
     assert status == 2 and "saga" in err and "n x n_params" in err
+    monkeypatch.setattr(_cli_fit.SGMCMCMLPClassifier, "fit", fit)
     status, _, err = _run([path, "--target", "label", "--model", "mlp", "--out",
                            tmp_path / "o.nc"], capsys)
     assert status == 2 and ".npz" in err

@@ -6,6 +6,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import InvalidParameterError
 
 from .._sampling._specs import (DYNAMICS, ESTIMATORS, NETWORK, NETWORK_METROPOLIS,
                                 estimators_for, ineffective_settings, sampler_owners)
@@ -41,7 +42,7 @@ class NetworkSettingsMixin:
         refusal = ESTIMATORS[sub].network_refusal if isinstance(sub, str) \
             and sub in ESTIMATORS else None
         if refusal:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"subsampling={sub!r} is not available for SGMCMCMLPClassifier: "
                 f"{refusal}. "
                 f"Use one of {', '.join(repr(n) for n in estimators_for(NETWORK))}."
@@ -55,7 +56,7 @@ class NetworkSettingsMixin:
         hidden = list(hidden)
         if not all(isinstance(h, Integral) and not isinstance(h, bool) and h > 0
                    for h in hidden):
-            raise ValueError(
+            raise InvalidParameterError(
                 "hidden_layer_sizes must contain only positive integers, got "
                 f"{self.hidden_layer_sizes!r}."
             )
@@ -68,13 +69,13 @@ class NetworkSettingsMixin:
         if self.prior == "isotropic":
             for name in ("prior_scale", "prior_bias_scale", "hyperprior"):
                 if not _same(getattr(self, name), defaults[name]):
-                    raise ValueError(
+                    raise InvalidParameterError(
                         f"{name}={getattr(self, name)!r} applies to prior='fan_in'; with "
                         f"prior='isotropic' every weight and bias is N(0, 1/alpha). Set "
                         f"prior='fan_in', or leave {name} at its default "
                         f"({defaults[name]!r}).")
         elif not _same(self.alpha, defaults["alpha"]):
-            raise ValueError(
+            raise InvalidParameterError(
                 f"alpha={self.alpha!r} sets the isotropic prior N(0, 1/alpha), which is "
                 f"not the prior in use (prior={self.prior!r}, weights N(0, "
                 "prior_scale**2 / fan_in)). Pass prior='isotropic' to use alpha, or set "
@@ -85,24 +86,24 @@ class NetworkSettingsMixin:
                   and all(isinstance(v, Real) and not isinstance(v, bool)
                           and np.isfinite(v) and v > 0 for v in hp))
             if not ok:
-                raise ValueError(
+                raise InvalidParameterError(
                     "hyperprior must be None or a pair (shape, rate) of positive finite "
                     f"numbers (a Gamma prior on each layer's precision), got {hp!r}; e.g. "
                     "hyperprior=(1.0, 1.0).")
         if self.schedule != "cyclical":
             for name in ("n_cycles", "exploration_fraction"):
                 if not _same(getattr(self, name), defaults[name]):
-                    raise ValueError(
+                    raise InvalidParameterError(
                         f"{name}={getattr(self, name)!r} applies to schedule='cyclical', "
                         f"not schedule={self.schedule!r}; set schedule='cyclical' or leave "
                         f"{name} at its default ({defaults[name]!r}).")
         elif self.n_cycles > self.n_samples:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"schedule='cyclical' keeps at least one draw per cycle, so n_cycles "
                 f"({self.n_cycles}) must not exceed n_samples ({self.n_samples}); lower "
                 "n_cycles or raise n_samples.")
         if self.schedule != "polynomial" and not _same(self.power_t, defaults["power_t"]):
-            raise ValueError(
+            raise InvalidParameterError(
                 f"power_t={self.power_t!r} applies to schedule='polynomial', not "
                 f"schedule={self.schedule!r}; set schedule='polynomial' or leave power_t "
                 f"at its default ({defaults['power_t']!r}).")
@@ -175,7 +176,7 @@ class NetworkSettingsMixin:
         answer given quietly); the owners are the specs'."""
         problems = ineffective_settings(sampler_owners(), self, "sampler", self.sampler)
         if problems:
-            raise ValueError(
+            raise InvalidParameterError(
                 "; ".join(problems) + ". Leave the parameter at its default, or choose "
                 "a sampler it applies to.")
 
