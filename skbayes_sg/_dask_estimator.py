@@ -8,32 +8,17 @@ is an optional dependency: this module imports it only inside a fit on a
 dask array.
 """
 import warnings
-from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
 from sklearn.base import is_classifier
 from sklearn.utils import check_random_state
 
+from ._parameters import parameters_set
 from ._sampling._context import FitContext
 from ._sampling._glm import GLM, NEGATIVE_BINOMIAL, model_spec
 from ._sampling._row_algebra import MAX_DENSE_LAPLACE
 from ._sampling._shape_search import estimate_shape, search_shape
-
-
-@contextmanager
-def parameters_set(estimator, **values):
-    """``estimator`` with ``values`` as its parameters inside the block and
-    every parameter as it was after it (an exception or Ctrl-C included):
-    the fit on a dask array samples with the pool's settings and resolves
-    the model's ``"auto"`` settings to numbers, and the user's parameters
-    are what ``get_params`` returns afterwards."""
-    saved = estimator.get_params(deep=False)
-    estimator.set_params(**values)
-    try:
-        yield estimator
-    finally:
-        estimator.set_params(**saved)
 
 
 class DaskFitMixin:

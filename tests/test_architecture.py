@@ -352,30 +352,20 @@ def test_the_policy_takes_no_rule_or_message_from_a_compiled_kernel(tmp_path):
             if not _is_a_type(n)] == ["EWSG_CYCLIC_MESSAGE", "on_lazy_grid"]
 
 
-#: the modules that still read private names of another object, and how
-#: many; may shrink, never grow.  The two fit drivers are the estimators' own
-#: ``fit`` split into a module each, run on clones of the estimator (the
-#: dask fit drives its encode / validate / fit stages and reads dask's
-#: ``_meta``; ``temperature="auto"`` fits candidate clones and adopts one).
-#: The command line asks the network's parameter check before loading the
-#: data (scikit-learn has no public hook for that check).
-PRIVATE_READS_LEFT = {"neural_network/_network_temperature.py": 9}
-
-
 def test_no_module_reads_another_objects_private_names():
     """The diagnostics (KSD, ArviZ export, LOO, summaries) and the command
     line use the estimators' public methods (``grad_log_posterior``,
     ``log_likelihood``, ``sample_y``, ``likelihood_params_``,
     ``convergence_quantities``), and the set-up's modules one another's
-    public names: outside ``PRIVATE_READS_LEFT`` no module of the package
-    reads a private name of an object other than ``self``, ``cls`` or a
-    module."""
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = str(path.relative_to(PACKAGE))
-        found = _private_reads(path)
-        assert len(found) <= PRIVATE_READS_LEFT.get(rel, 0), f"{rel} reads {found}"
-    for rel, count in PRIVATE_READS_LEFT.items():
-        assert len(_private_reads(PACKAGE / rel)) == count, f"{rel}: lower PRIVATE_READS_LEFT"
+    public names.  The two fits that drive an estimator's own stages (on a
+    dask array, ``temperature="auto"``) are its methods (``DaskFitMixin``,
+    ``NetworkTemperatureMixin``), run on ``self`` under the settings they
+    need (``parameters_set``); their clones are fitted through ``fit``.  No
+    module of the package reads a private name of an object other than
+    ``self``, ``cls`` or a module."""
+    found = {str(path.relative_to(PACKAGE)): _private_reads(path)
+             for path in sorted(PACKAGE.rglob("*.py"))}
+    assert {rel: reads for rel, reads in found.items() if reads} == {}
 
 
 def test_each_dynamics_is_one_file_and_the_registries_read_it():

@@ -19,7 +19,7 @@ from ._backend import _import_torch_backend
 from ._network_posterior import NetworkPosteriorMixin
 from ._network_run import NetworkRunMixin
 from ._network_settings import NetworkSettingsMixin
-from ._network_temperature import fit_auto
+from ._network_temperature import NetworkTemperatureMixin, fitting_a_candidate
 from ._network_validation import held_out_rows
 from .._sampling._specs import (NETWORK, dynamics_for, estimators_for,
                                 hyperparameter_constraints, hyperparameter_doc, sampler_doc)
@@ -546,6 +546,7 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
 
 
 class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosteriorMixin,
+                          NetworkTemperatureMixin,
                           ClassifierMixin, BaseEstimator):
 
     _parameter_constraints: dict = _CONSTRAINTS
@@ -697,7 +698,7 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         if continuing:
             self._check_continuation(classes, hidden)
         if self.temperature == "auto":
-            return fit_auto(self, X, y, sample_weight, continuing)
+            return self._fit_auto(X, y, sample_weight, continuing)
         for name in ("validation_error_", "_validation_mask", "validation_fraction_",
                      "temperature_selection_", "_auto_settings"):
             self.__dict__.pop(name, None)
@@ -707,7 +708,7 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
                       weights=weights)
         else:
             self._fit_checked(X, y, classes, hidden, held, continuing, weights)
-        if not getattr(self, "_candidate", False):   # temperature="auto" warns once
+        if not fitting_a_candidate():       # temperature="auto" warns once, for its choice
             self._warn_if_unreliable()
         return self
 

@@ -15,10 +15,12 @@ twice the standard error of the paired per-row difference; otherwise the
 posterior is (a tie goes to the exact Bayesian model).
 """
 import math
+from contextvars import ContextVar
 
 import numpy as np
 from sklearn.base import clone
 
+from .._parameters import parameters_set
 from ._network_validation import held_out_rows
 
 #: held-out share used by ``temperature="auto"`` when ``validation_fraction``
@@ -129,71 +131,25 @@ def _take_fit(estimator, candidate):
     vars(estimator).update(_fitted(candidate))
 
 
+#: True while a candidate of ``temperature="auto"`` is fitted: its ``fit``
+#: skips its own convergence check and warning (the estimator warns once, on
+#: the held-out check of the candidate it keeps; the check costs a tenth of
+#: a digits fit).  A context variable, so another thread's fits are not quiet.
+_FITTING_CANDIDATE = ContextVar("skbayes_sg_fitting_a_temperature_candidate", default=False)
+
+
+def fitting_a_candidate():
+    """Whether the running ``fit`` is a candidate's of ``temperature="auto"``."""
+    return _FITTING_CANDIDATE.get()
+
+
 def _quiet_fit(candidate, X, y, sample_weight):
-    """Fit a candidate without its own convergence check and warning (the
-    estimator warns once, on the held-out check of the candidate it keeps;
-    the check costs a tenth of a digits fit)."""
-    candidate._candidate = True
+    """Fit a candidate without its own convergence check and warning."""
+    token = _FITTING_CANDIDATE.set(True)
     try:
         return candidate.fit(X, y, sample_weight=sample_weight)
     finally:
-        del candidate._candidate
-
-
-def fit_auto(estimator, X, y, sample_weight, continuing):
-    """``temperature="auto"`` (the estimator's ``fit``, which has checked the
-    data): fit the candidates on the rows not held out, keep the one whose
-    model average predicts them better, continue its chains on every row,
-    and warn on its held-out check. The chosen settings and the comparison
-    are written on ``estimator`` (``temperature_``, ``prior_scale_``,
-    ``temperature_selection_``, ``validation_error_``).
-
-    Too few rows to tell the candidates apart (fewer than
-    ``MIN_SELECTION_ROWS`` held out): the posterior, fitted as
-    ``temperature=1`` is (``temperature_selection_`` None). With
-    ``continuing`` (``warm_start`` after a fit): the previous choice
-    continues, checked as its fit was.
-    """
-    if continuing:
-        # the previous fit's model (a fit at a number continues at it)
-        settings = getattr(estimator, "_auto_settings", None) or {
-            "temperature": estimator.temperature_, "prior_scale": estimator.prior_scale_}
-        _fit_as(estimator, settings, X, y, sample_weight, continuing=True)
-        return estimator
-    fraction = (AUTO_VALIDATION_FRACTION if estimator.validation_fraction is None
-                else estimator.validation_fraction)
-    held = held_out_rows(estimator, X, y, fraction,
-                         required=estimator.validation_fraction is not None)
-    if held is None or held.sum() < MIN_SELECTION_ROWS:
-        _fit_as(estimator, {"temperature": 1.0,
-                            "validation_fraction": estimator.validation_fraction},
-                X, y, sample_weight, continuing=False, temperature_selection_=None)
-        return estimator
-    _select(estimator, X, y, sample_weight, held, fraction)
-    estimator._warn_if_unreliable()
-    return estimator
-
-
-def _fit_as(estimator, settings, X, y, sample_weight, continuing, **selection):
-    """One candidate fitted on every row as a fit with ``settings`` is (its
-    own check and warning); ``selection`` replaces ``temperature_selection_``."""
-    kept = {"_auto_settings": getattr(estimator, "_auto_settings", None),
-            "temperature_selection_": getattr(estimator, "temperature_selection_", None),
-            **selection}
-    candidate = clone(estimator).set_params(**settings)
-    if continuing:
-        vars(candidate).update(_fitted(estimator))
-    candidate.fit(X, y, sample_weight=sample_weight)
-    _take_fit(estimator, candidate)
-    estimator.temperature_selection_ = kept["temperature_selection_"]
-    estimator._auto_settings = kept["_auto_settings"] if continuing else dict(settings)
-
-
-def _say(estimator, text):
-    """With ``verbose``: a line before each run of the choice (each run
-    writes its own progress lines)."""
-    if estimator.verbose:
-        print(f"temperature='auto': {text}", flush=True)
+        _FITTING_CANDIDATE.reset(token)
 
 
 def _describe(settings):
@@ -201,41 +157,101 @@ def _describe(settings):
         f", prior_scale={settings['prior_scale']}" if "prior_scale" in settings else "")
 
 
-def _select(estimator, X, y, sample_weight, held, fraction):
-    """Both candidates on the rows not ``held``, the choice, the chosen
-    one's continuation on every row."""
-    kept = ~held
-    w_kept = (sample_weight if sample_weight is None or np.ndim(sample_weight) == 0
-              else np.asarray(sample_weight)[kept])
-    candidates = []
-    for name, settings in zip(("the posterior", "the cold model"),
-                              candidate_settings(estimator)):
-        _say(estimator, f"{name} ({_describe(settings)}) on the {int(kept.sum())} rows not "
-             "held out")
-        candidate = clone(estimator).set_params(**settings, validation_fraction=None,
-                                                warm_start=False)
-        candidates.append(_quiet_fit(candidate, X[kept], y[kept], w_kept))
-    losses = [row_log_loss(c, X[held], y[held]) for c in candidates]
-    row_weights = estimator._row_weights(X, y, sample_weight)     # times class_weight
-    weights = None if row_weights is None else row_weights[held]
-    index, diff, se = choose(*losses, weights=weights)
-    means = [float(np.average(v, weights=weights)) for v in losses]
-    chosen = candidates[index]
-    _say(estimator, f"held-out log-loss {means[0]:.4f} (posterior), "
-         f"{means[1]:.4f} (cold), difference {diff:+.4f} +- {se:.4f}: "
-         f"{('the posterior', 'the cold model')[index]} continues on every row")
-    # the chosen run checked on the held-out rows, then continued on every
-    # row: validation_fraction's mechanism, which writes validation_error_
-    chosen._check_then_continue(X, y, held, fraction, row_weights)
-    _take_fit(estimator, chosen)
-    # the fit's work includes the candidate it did not keep
-    estimator.n_grad_evals_ += sum(c.n_grad_evals_ for c in candidates if c is not chosen)
-    estimator.temperature_selection_ = {
-        "temperature": [c.temperature for c in candidates],
-        "prior_scale": [c.prior_scale for c in candidates],
-        "held_out_log_loss": means,
-        "difference": diff, "se": se, "n_rows": int(held.sum()), "chosen": index}
-    estimator._auto_settings = dict(
-        {k: chosen.get_params()[k] for k in ("temperature", "prior_scale", "init",
-                                             "map_epochs", "map_learning_rate", "n_warmup")},
-        validation_fraction=fraction)
+class NetworkTemperatureMixin:
+    """``temperature="auto"`` for :class:`~._mlp.SGMCMCMLPClassifier`: the
+    candidates fitted as clones, the choice, and the chosen model's
+    continuation on every row, on the estimator itself."""
+
+    def _fit_auto(self, X, y, sample_weight, continuing):
+        """``temperature="auto"`` (``fit``, which has checked the data): fit
+        the candidates on the rows not held out, keep the one whose model
+        average predicts them better, continue its chains on every row, and
+        warn on its held-out check. The chosen settings and the comparison
+        are written on the estimator (``temperature_``, ``prior_scale_``,
+        ``temperature_selection_``, ``validation_error_``).
+
+        Too few rows to tell the candidates apart (fewer than
+        ``MIN_SELECTION_ROWS`` held out): the posterior, fitted as
+        ``temperature=1`` is (``temperature_selection_`` None). With
+        ``continuing`` (``warm_start`` after a fit): the previous choice
+        continues, checked as its fit was.
+        """
+        if continuing:
+            # the previous fit's model (a fit at a number continues at it)
+            settings = getattr(self, "_auto_settings", None) or {
+                "temperature": self.temperature_, "prior_scale": self.prior_scale_}
+            self._fit_as(settings, X, y, sample_weight, continuing=True)
+            return self
+        fraction = (AUTO_VALIDATION_FRACTION if self.validation_fraction is None
+                    else self.validation_fraction)
+        held = held_out_rows(self, X, y, fraction,
+                             required=self.validation_fraction is not None)
+        if held is None or held.sum() < MIN_SELECTION_ROWS:
+            self._fit_as({"temperature": 1.0, "validation_fraction": self.validation_fraction},
+                         X, y, sample_weight, continuing=False, temperature_selection_=None)
+            return self
+        self._select_temperature(X, y, sample_weight, held, fraction)
+        self._warn_if_unreliable()
+        return self
+
+    def _fit_as(self, settings, X, y, sample_weight, continuing, **selection):
+        """One candidate fitted on every row as a fit with ``settings`` is (its
+        own check and warning); ``selection`` replaces ``temperature_selection_``."""
+        kept = {"_auto_settings": getattr(self, "_auto_settings", None),
+                "temperature_selection_": getattr(self, "temperature_selection_", None),
+                **selection}
+        candidate = clone(self).set_params(**settings)
+        if continuing:
+            vars(candidate).update(_fitted(self))
+        candidate.fit(X, y, sample_weight=sample_weight)
+        _take_fit(self, candidate)
+        self.temperature_selection_ = kept["temperature_selection_"]
+        self._auto_settings = kept["_auto_settings"] if continuing else dict(settings)
+
+    def _say(self, text):
+        """With ``verbose``: a line before each run of the choice (each run
+        writes its own progress lines)."""
+        if self.verbose:
+            print(f"temperature='auto': {text}", flush=True)
+
+    def _select_temperature(self, X, y, sample_weight, held, fraction):
+        """Both candidates on the rows not ``held``, the choice, the chosen
+        one's continuation on every row."""
+        kept = ~held
+        w_kept = (sample_weight if sample_weight is None or np.ndim(sample_weight) == 0
+                  else np.asarray(sample_weight)[kept])
+        candidates, fitted_as = [], []
+        for name, settings in zip(("the posterior", "the cold model"),
+                                  candidate_settings(self)):
+            self._say(f"{name} ({_describe(settings)}) on the {int(kept.sum())} rows not "
+                      "held out")
+            fitted_as.append(dict(settings, validation_fraction=None, warm_start=False))
+            candidate = clone(self).set_params(**fitted_as[-1])
+            candidates.append(_quiet_fit(candidate, X[kept], y[kept], w_kept))
+        losses = [row_log_loss(c, X[held], y[held]) for c in candidates]
+        row_weights = self._row_weights(X, y, sample_weight)     # times class_weight
+        weights = None if row_weights is None else row_weights[held]
+        index, diff, se = choose(*losses, weights=weights)
+        means = [float(np.average(v, weights=weights)) for v in losses]
+        chosen = candidates[index]
+        self._say(f"held-out log-loss {means[0]:.4f} (posterior), "
+                  f"{means[1]:.4f} (cold), difference {diff:+.4f} +- {se:.4f}: "
+                  f"{('the posterior', 'the cold model')[index]} continues on every row")
+        # the chosen run checked on the held-out rows, then continued on every
+        # row (validation_fraction's mechanism, which writes validation_error_),
+        # here under the chosen candidate's parameters
+        _take_fit(self, chosen)
+        with parameters_set(self, **fitted_as[index]):
+            self._check_then_continue(X, y, held, fraction, row_weights)
+        # the fit's work includes the candidate it did not keep
+        self.n_grad_evals_ += sum(c.n_grad_evals_ for c in candidates if c is not chosen)
+        self.temperature_selection_ = {
+            "temperature": [c.temperature for c in candidates],
+            "prior_scale": [c.prior_scale for c in candidates],
+            "held_out_log_loss": means,
+            "difference": diff, "se": se, "n_rows": int(held.sum()), "chosen": index}
+        self._auto_settings = dict(
+            {k: chosen.get_params()[k] for k in ("temperature", "prior_scale", "init",
+                                                 "map_epochs", "map_learning_rate",
+                                                 "n_warmup")},
+            validation_fraction=fraction)
