@@ -22,7 +22,7 @@ from ._sampling._metric import Metric
 from ._sampling._registry import (
     ACCESS_SUBSAMPLINGS, SAMPLERS, SUBSAMPLINGS, GradientNoise, noise_per_row)
 from ._sampling._specs import LAZY_SAMPLERS, LAZY_SUBSAMPLINGS, ineffective_settings
-from ._sampling._spectrum import extreme_eigenpairs, extreme_eigenvalues
+from ._sampling._spectrum import LOWRANK_STEPS, Lanczos, extreme_eigenvalues
 from ._sampling.samplers import BY_NAME as SAMPLER_MODULES
 
 DEFAULT_BATCH_SIZE = 100
@@ -469,13 +469,15 @@ class SetupPolicy:
 
         lowrank = self.p.metric == "auto"
         if lowrank:
-            if _dense_pays(ctx, whitened_hessian):
+            # one Lanczos sequence: the dense check's steps are the low-rank metric's first
+            lanczos = Lanczos(whitened_hessian, ctx.dim, max(LOWRANK_STEPS, DENSE_CHECK_STEPS))
+            if _dense_pays(ctx, lanczos):
                 ctx.resolved.metric_kind = "dense"    # what the pieces after this see
                 center, factor = ctx.laplace_metric("dense", T)
                 metric_cfg = Metric(ctx.dim, "dense", center, factor, 1.0 / T, 1.0).get_config()
                 shrink = min(1.0, (MAX_DENSE_METRIC / ctx.dim) ** 0.25)
                 return float(rule.start_step * shrink), None, metric_cfg
-            values, vectors, residuals, ritz_weights = extreme_eigenpairs(whitened_hessian, ctx.dim)
+            values, vectors, residuals, ritz_weights = lanczos.pairs(LOWRANK_STEPS)
             chosen = _cheapest_lowrank(ctx, values, residuals, ritz_weights)
             rest = np.delete(values, chosen)
             lam_min = float(rest.min()) if rest.size else 1.0
@@ -749,7 +751,7 @@ def _remaining_spectrum(values, weights, chosen, dim):
     return float(min(low, 1.0)), float(max(high, 1.0))
 
 
-def _dense_pays(ctx, whitened_hessian):
+def _dense_pays(ctx, lanczos):
     """Whether the dense Laplace metric beats the low-rank one for a
     Metropolis-adjusted full-gradient fit (``metric="auto"``, above
     ``MAX_DENSE_METRIC`` parameters).
@@ -761,7 +763,8 @@ def _dense_pays(ctx, whitened_hessian):
     the condition number left (:func:`_remaining_spectrum`) by the Ritz
     pairs of ``DENSE_CHECK_STEPS`` Lanczos steps (at most
     ``DENSE_CHECK_DIRECTIONS`` at each end, ``2 nnz K / (4 dim)`` in
-    all; its own products, counted as set-up passes).  Dense when its
+    all): the first steps of ``lanczos``, the sequence the low-rank metric
+    then continues, so a low-rank outcome makes no extra pass.  Dense when its
     factor fits in ``AUTO_DENSE_BYTES`` and ``(2 nnz K + 4 dim^2) <
     (2 nnz K + 4 dim k) sqrt(kappa)``.  a9a with its pairwise interactions
     (5,439 parameters): sqrt(kappa) 100 against a step 16.5 times dearer,
@@ -770,8 +773,7 @@ def _dense_pays(ctx, whitened_hessian):
     d = ctx.dim
     if 8.0 * d * d > AUTO_DENSE_BYTES:
         return False
-    values, _, residuals, weights = extreme_eigenpairs(whitened_hessian, d,
-                                                       n_steps=DENSE_CHECK_STEPS)
+    values, _, residuals, weights = lanczos.pairs(DENSE_CHECK_STEPS)
     nnz = ctx.X.nnz if hasattr(ctx.X, "nnz") else ctx.X.size
     chosen = np.sort(_lowrank_directions(values, residuals,
                                          DENSE_CHECK_DIRECTIONS)[:_lowrank_cap(ctx)])

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from skbayes_sg import SGMCMCRidge
 from skbayes_sg._sampling._metric import Metric
 from skbayes_sg._sampling._schedule import distinct_states, sampling_diagnostics
-from skbayes_sg._sampling._spectrum import extreme_eigenvalues
+from skbayes_sg._sampling._spectrum import Lanczos, extreme_eigenpairs, extreme_eigenvalues
 from skbayes_sg.diagnostics import MCMCConvergenceWarning
 
 
@@ -78,6 +78,35 @@ def test_lanczos_extremes_match_the_eigenvalues():
     lo, hi = extreme_eigenvalues(lambda v: A @ v, 400)
     assert lam.min() <= lo <= 1.15 * lam.min()
     assert 0.98 * lam.max() <= hi <= lam.max()
+
+
+def test_a_continued_lanczos_is_the_run_of_its_length():
+    """The set-up's dense check takes 128 steps and the low-rank metric 384
+    of one sequence: continued, the pairs are bit for bit a fresh run's, its
+    products counted once, and the converged extremes are eigenpairs."""
+    rng = np.random.default_rng(3)
+    Q, _ = np.linalg.qr(rng.standard_normal((300, 300)))
+    lam = np.exp(rng.uniform(np.log(0.1), np.log(15.0), 300))
+    A = (Q * lam) @ Q.T
+    products = [0]
+
+    def matvec(v):
+        products[0] += 1
+        return A @ v
+
+    lanczos = Lanczos(matvec, 300, 200)
+    for steps in (40, 200):
+        continued = lanczos.pairs(steps)
+        fresh = extreme_eigenpairs(lambda v: A @ v, 300, n_steps=steps)
+        assert all(np.array_equal(a, b) for a, b in zip(continued, fresh))
+        assert products[0] == steps
+    values, vectors, residuals, weights = continued
+    assert abs(values[-1] - lam.max()) <= 1e-8 * lam.max() and residuals[-1] < 1e-6
+    np.testing.assert_allclose(A @ vectors[-1], values[-1] * vectors[-1], atol=1e-6)
+    assert weights.sum() == pytest.approx(1.0)
+    # an invariant subspace (a diagonal of 20 values) ends the sequence exactly
+    small = Lanczos(lambda v: np.arange(1.0, 21.0) * v, 20, 50)
+    assert np.allclose(small.pairs(50)[0], np.arange(1.0, 21.0)) and small.exact
 
 
 def test_a_chain_that_does_not_move_is_a_failed_fit(text_10k):

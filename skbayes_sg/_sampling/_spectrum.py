@@ -74,51 +74,101 @@ LANCZOS_BYTES = 256 << 20
 def extreme_eigenpairs(matvec, dim, n_steps=LOWRANK_STEPS, seed=0, max_bytes=LANCZOS_BYTES):
     """Ritz pairs of the symmetric operator ``matvec`` from
     ``min(n_steps, dim, max_bytes / (8 dim))`` Lanczos steps with full
-    reorthogonalisation (the basis is kept: the vectors are wanted).
+    reorthogonalisation (:class:`Lanczos`, run once).
 
     Returns
     -------
-    values : ndarray of shape (k,)
-        Ritz values, ascending.
-    vectors : ndarray of shape (k, dim)
-        Their Ritz vectors (orthonormal rows).
-    residuals : ndarray of shape (k,)
-        ``||A y - value y||`` of each (``beta_k |last component|``): a pair
-        whose residual is small against its distance to the rest of the
-        spectrum is an eigenpair to that accuracy.
-    weights : ndarray of shape (k,)
-        The Gauss quadrature weights of the Ritz values (squared first
-        components of the tridiagonal's eigenvectors, summing to 1): the
-        random start's spectral measure, so ``dim * weights[j]`` estimates
-        how many eigenvalues lie near ``values[j]`` (stochastic Lanczos
-        quadrature with one probe).
+    values, vectors, residuals, weights : see :meth:`Lanczos.pairs`
     """
-    m = int(max(1, min(n_steps, dim, max_bytes // (8 * max(dim, 1)))))
-    V = np.empty((m + 1, dim))
-    v = np.random.default_rng(seed).standard_normal(dim)
-    V[0] = v / np.linalg.norm(v)
-    alphas, betas = [], []
-    k = 0
-    for j in range(m):
-        w = np.asarray(matvec(V[j]), dtype=np.float64)
-        a = float(w @ V[j])
-        # twice is enough (Kahan): the basis stays orthonormal to rounding
-        for _ in range(2):
-            w -= V[:j + 1].T @ (V[:j + 1] @ w)
-        b = float(np.linalg.norm(w))
-        alphas.append(a)
-        k = j + 1
-        if b <= 1e-10 * max(abs(a), 1.0):   # an invariant subspace: exact pairs
-            betas.append(0.0)
-            break
-        betas.append(b)
-        V[j + 1] = w / b
-    off = np.array(betas[:k - 1])
-    T = np.diag(alphas) + np.diag(off, 1) + np.diag(off, -1)
-    values, S = np.linalg.eigh(T)
-    vectors = S.T @ V[:k]
-    residuals = np.abs(betas[k - 1] * S[-1])
-    return values, vectors, residuals, S[0] ** 2
+    return Lanczos(matvec, dim, n_steps, seed, max_bytes).pairs(n_steps)
+
+
+class Lanczos:
+    """Lanczos with full reorthogonalisation from a random start (the basis
+    is kept: the Ritz vectors are wanted), taken as far as it is asked.
+
+    ``pairs(k)`` are the Ritz pairs of the first ``k`` steps; a later call
+    with more steps continues the same sequence, so the set-up's dense
+    metric check (128 steps) and its low-rank metric (384) share their first
+    128 data passes, and each gives the bits a run of its own length would.
+
+    Parameters
+    ----------
+    matvec : callable
+        ``v -> A v`` for ``v`` of shape (dim,); one data pass a product.
+    dim : int
+    max_steps : int
+        The most steps any call will ask (the basis is allocated for them,
+        ``min(max_steps, dim, max_bytes / (8 dim))``).
+    seed : int
+        Of the random start (a standard normal vector).
+    max_bytes : int
+    start : ndarray of shape (dim,) or None
+        A given start in place of the random one (nonzero): the first
+        components of the tridiagonal's eigenvectors are then the Gauss
+        quadrature weights of ``start``'s spectral measure, so ``||start||^2
+        sum_j weights_j f(values_j)`` approximates ``start^T f(A) start``.
+    """
+
+    def __init__(self, matvec, dim, max_steps, seed=0, max_bytes=LANCZOS_BYTES, start=None):
+        self.matvec = matvec
+        self.max_steps = int(max(1, min(max_steps, dim, max_bytes // (8 * max(dim, 1)))))
+        self.basis = np.empty((self.max_steps + 1, dim))
+        v = (np.random.default_rng(seed).standard_normal(dim) if start is None
+             else np.asarray(start, dtype=np.float64))
+        self.basis[0] = v / np.linalg.norm(v)
+        self.alphas, self.betas = [], []
+        self.exact = False            # an invariant subspace was reached
+
+    def _extend(self, n_steps):
+        V = self.basis
+        while len(self.alphas) < n_steps and not self.exact:
+            j = len(self.alphas)
+            w = np.asarray(self.matvec(V[j]), dtype=np.float64)
+            a = float(w @ V[j])
+            # twice is enough (Kahan): the basis stays orthonormal to rounding
+            for _ in range(2):
+                w -= V[:j + 1].T @ (V[:j + 1] @ w)
+            b = float(np.linalg.norm(w))
+            self.alphas.append(a)
+            if b <= 1e-10 * max(abs(a), 1.0):   # an invariant subspace: exact pairs
+                self.betas.append(0.0)
+                self.exact = True
+                break
+            self.betas.append(b)
+            V[j + 1] = w / b
+
+    def pairs(self, n_steps):
+        """The Ritz pairs of the first ``min(n_steps, max_steps)`` steps
+        (fewer at an invariant subspace), taking the steps not yet taken.
+
+        Returns
+        -------
+        values : ndarray of shape (k,)
+            Ritz values, ascending.
+        vectors : ndarray of shape (k, dim)
+            Their Ritz vectors (orthonormal rows).
+        residuals : ndarray of shape (k,)
+            ``||A y - value y||`` of each (``beta_k |last component|``): a
+            pair whose residual is small against its distance to the rest of
+            the spectrum is an eigenpair to that accuracy.
+        weights : ndarray of shape (k,)
+            The Gauss quadrature weights of the Ritz values (squared first
+            components of the tridiagonal's eigenvectors, summing to 1): the
+            random start's spectral measure, so ``dim * weights[j]``
+            estimates how many eigenvalues lie near ``values[j]``
+            (stochastic Lanczos quadrature with one probe).
+        """
+        n_steps = int(max(1, min(n_steps, self.max_steps)))
+        self._extend(n_steps)
+        k = min(n_steps, len(self.alphas))
+        alphas, betas = self.alphas[:k], self.betas[:k]
+        off = np.array(betas[:k - 1])
+        T = np.diag(alphas) + np.diag(off, 1) + np.diag(off, -1)
+        values, S = np.linalg.eigh(T)
+        vectors = S.T @ self.basis[:k]
+        residuals = np.abs(betas[k - 1] * S[-1])
+        return values, vectors, residuals, S[0] ** 2
 
 
 #: the largest eigenvalue's Lanczos takes every step up to this many
