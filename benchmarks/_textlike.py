@@ -32,10 +32,14 @@ def text_like(n=100_000, d=10_000, nnz=15, topics=40, zipf=1.1, seed=0):
     return X, np.asarray(X @ beta), beta
 
 
-def ridge_posterior(X, y, alpha=1.0, noise_var=1.0):
+def ridge_posterior(X, y, alpha=1.0, noise_var=1.0, fit_intercept=False):
     """Exact posterior mean and sds of ``N(0, I / alpha)`` prior, Gaussian
-    likelihood with ``noise_var`` (dense Cholesky: O(d^3))."""
+    likelihood with ``noise_var`` (dense Cholesky: O(d^3)); with
+    ``fit_intercept`` the intercept is the last coefficient, under the same
+    prior (as ``SGMCMCRidge``'s)."""
     from scipy.linalg import cho_factor, cho_solve
+    if fit_intercept:
+        X = sp.hstack([X, np.ones((X.shape[0], 1))], format="csr")
     A = np.asarray((X.T @ X).todense()) / noise_var + alpha * np.eye(X.shape[1])
     c = cho_factor(A)
     mean = cho_solve(c, np.asarray(X.T @ y).ravel() / noise_var)

@@ -10,6 +10,9 @@ log(1 + tf)):
   largest mean error in posterior sds, the range of sd ratios, min ESS, max
   R-hat, passes, wall time, and wall time over an ``SGDRegressor`` epoch of
   the same data;
+* ``ridge-10k-defaults``: ``SGMCMCRidge()`` at every default (``alpha`` and
+  ``noise_var`` by the evidence, the intercept fitted) on the same rows,
+  against the exact posterior at the ``alpha_`` and ``noise_var_`` it found;
 * ``logistic-10k``: ``SGMCMCLogisticRegression()`` at its defaults on the same
   rows with y above its median: convergence, passes, wall time over an
   ``SGDClassifier`` epoch (no exact answer; ``--reference`` compares it with
@@ -96,6 +99,23 @@ def ridge_10k(X, eta):
            f"; exact Cholesky {exact:.1f} s")
 
 
+def ridge_10k_defaults(X, eta):
+    """``SGMCMCRidge()`` as a user calls it: ``alpha`` and ``noise_var`` by
+    the evidence (above 3,000 rows and coefficients, its Lanczos quadrature),
+    the intercept fitted; checked against the exact posterior at the values
+    it found."""
+    y = eta + np.random.default_rng(1).standard_normal(X.shape[0])
+    epoch = sgd_epoch(X, y, classifier=False)
+    est = SGMCMCRidge(n_jobs=2, random_state=0)
+    seconds, messages = timed_fit(est, X, y)
+    mean, sd = ridge_posterior(X, y, est.alpha_, est.noise_var_, fit_intercept=True)
+    z = (np.append(est.coef_, est.intercept_) - mean) / sd
+    ratio = np.append(est.coef_std_, est.intercept_std_) / sd
+    report("ridge-10k-defaults", est, seconds, epoch, messages,
+           f"; alpha_ {est.alpha_:.4g}, noise_var_ {est.noise_var_:.4g}; worst mean "
+           f"{np.abs(z).max():.3f} sd, sd ratios {ratio.min():.3f}-{ratio.max():.3f}")
+
+
 def logistic_10k(X, eta, reference):
     y = (eta > np.median(eta)).astype(int)
     epoch = sgd_epoch(X, y, classifier=True)
@@ -160,16 +180,18 @@ def logistic_100k():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", choices=("ridge-10k", "logistic-10k", "a9a-pairwise",
-                                           "logistic-100k"))
+    parser.add_argument("--only", choices=("ridge-10k", "ridge-10k-defaults", "logistic-10k",
+                                           "a9a-pairwise", "logistic-100k"))
     parser.add_argument("--large", action="store_true", help="also the 10^5-feature logistic")
     parser.add_argument("--reference", action="store_true",
                         help="logistic-10k: a second seed to compare with")
     args = parser.parse_args()
-    if args.only in (None, "ridge-10k", "logistic-10k"):
+    if args.only in (None, "ridge-10k", "ridge-10k-defaults", "logistic-10k"):
         X, eta, _ = text_like()
     if args.only in (None, "ridge-10k"):
         ridge_10k(X, eta)
+    if args.only in (None, "ridge-10k-defaults"):
+        ridge_10k_defaults(X, eta)
     if args.only in (None, "logistic-10k"):
         logistic_10k(X, eta, args.reference)
     if args.only in (None, "a9a-pairwise"):
