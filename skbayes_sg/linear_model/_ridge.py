@@ -341,8 +341,8 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
     (stochastic Lanczos quadrature, Ubaru, Chen and Saad 2017).  The search
     is the exact route's.  Probes are added (up to ``EVIDENCE_MAX_PROBES``)
     until the Monte Carlo se of the estimate's logarithm (``alpha``'s, or
-    ``sigma2``'s when ``alpha`` is given), from the spread of the estimates
-    of ``EVIDENCE_PROBE_GROUPS`` disjoint groups of the probes, is under
+    ``sigma2``'s when ``alpha`` is given), a delete-a-group jackknife over
+    ``EVIDENCE_PROBE_GROUPS`` groups of the probes, is under
     ``EVIDENCE_LOG_SE``.  Each product reads ``X`` twice (two passes)."""
     Xa = _intercept_operator(X, fit_intercept, sqrt_w)
     n, p = Xa.shape
@@ -377,7 +377,7 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
         found = search(*trace.sums())
         estimated = 1 if alpha is None else 0          # the log of what the search found
         # delete-a-group jackknife of the log estimate
-        logs = np.log([max(search(*trace.sums(without=g))[estimated], floor)
+        logs = np.log([search(*trace.sums(without=g))[estimated]
                        for g in range(EVIDENCE_PROBE_GROUPS)])
         log_se = float(np.sqrt((logs.size - 1) * np.mean((logs - logs.mean()) ** 2)))
         want = min(EVIDENCE_MAX_PROBES,
