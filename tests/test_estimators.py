@@ -667,7 +667,8 @@ def test_the_quadrature_evidence_agrees_with_the_spectral_maximum(n, d, monkeypa
     probes until the jackknife se of log alpha is under 0.4 %) finds the
     exact spectral route's alpha and noise variance, more rows or more
     coefficients, weighted or not, alpha given or not: within 1.5 %
-    (under 4 of its se)."""
+    (under 4 of its se); another target on the same rows reuses its
+    probes."""
     rng = np.random.default_rng(3)
     X = sp.random(n, d, density=0.05, format="csr", random_state=3)
     X.data = rng.normal(size=X.nnz)
@@ -681,6 +682,14 @@ def test_the_quadrature_evidence_agrees_with_the_spectral_maximum(n, d, monkeypa
         assert_allclose(quadrature[:2], exact[:2], rtol=0.015)
         # one pass for the Gram; two for each product, one product a probe at least
         assert exact[2] == 1 and quadrature[2] >= 2 * _ridge.EVIDENCE_PROBES
+    # the probes depend on the rows alone: a second target reuses them
+    cache = {}
+    monkeypatch.setattr(_ridge, "MAX_EVIDENCE_DIM", 100)
+    first = _maximise_evidence(X, y, True, trace_cache=cache)
+    centred = _maximise_evidence(X, y - y.mean(), True, trace_cache=cache)
+    monkeypatch.undo()
+    assert centred[2] < first[2] / 2
+    assert_allclose(centred[:2], _maximise_evidence(X, y - y.mean(), True)[:2], rtol=0.015)
 
 
 def test_ridge_p_greater_than_n_is_calibrated():

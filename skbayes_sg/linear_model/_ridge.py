@@ -95,9 +95,11 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
         given_noise = (float(self.noise_var) if self.noise_var is not None
                        and not isinstance(self.noise_var, str) else None)
         given_alpha = None if isinstance(self.alpha, str) else float(self.alpha)
+        trace_cache = {}            # the quadrature's probes, for the centred y's evidence
         sigma2, alpha, n_passes = _maximise_evidence(ctx.X, ctx.y, ctx.fit_intercept,
                                                      alpha=given_alpha, noise_var=given_noise,
-                                                     sample_weight=ctx.sample_weight)
+                                                     sample_weight=ctx.sample_weight,
+                                                     trace_cache=trace_cache)
         ctx.n_grad_evals += n_passes * ctx.n
         ctx.alpha = alpha
         ctx.glm.set_param("noise_var", sigma2)
@@ -120,9 +122,9 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
                 "noise-free targets), so the posterior is nearly degenerate. Leave "
                 "alpha='auto' (estimated with the noise variance) or pass noise_var.",
                 UserWarning, stacklevel=3)
-        self._warn_if_intercept_prior_binds(ctx, given_noise)
+        self._warn_if_intercept_prior_binds(ctx, given_noise, trace_cache)
 
-    def _warn_if_intercept_prior_binds(self, ctx, given_noise=None):
+    def _warn_if_intercept_prior_binds(self, ctx, given_noise=None, trace_cache=None):
         # The prior N(0, 1/alpha) covers the intercept too (the model as
         # specified); a target far from 0 then gets a shrunk intercept and an
         # inflated noise variance (alpha given), or an alpha set by the
@@ -133,7 +135,7 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
         y_mean, y_var = _weighted_moments(ctx.y, ctx.sample_weight)
         y_sd = float(np.sqrt(y_var))
         if isinstance(self.alpha, str):
-            centred = self._alpha_of_centred_y(ctx, y_mean, given_noise)
+            centred = self._alpha_of_centred_y(ctx, y_mean, given_noise, trace_cache)
             if centred is not None and not 1 / ALPHA_SHIFT_WARN < centred / ctx.alpha \
                     < ALPHA_SHIFT_WARN:
                 warnings.warn(
@@ -157,7 +159,7 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
                 "Centre or standardise y (e.g. sklearn.compose.TransformedTargetRegressor "
                 "with StandardScaler), or lower alpha.", UserWarning, stacklevel=3)
 
-    def _alpha_of_centred_y(self, ctx, y_mean, given_noise):
+    def _alpha_of_centred_y(self, ctx, y_mean, given_noise, trace_cache=None):
         """The evidence's alpha for ``y - mean(y)`` (None where the mean
         cannot move it: ``alpha_ mean(y)^2``, the intercept's share of the
         fixed point ``alpha = gamma / ||m||^2`` with ``gamma >= 1``, is
@@ -166,7 +168,8 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
             return None
         _, alpha, n_passes = _maximise_evidence(ctx.X, ctx.y - y_mean, ctx.fit_intercept,
                                                 noise_var=given_noise,
-                                                sample_weight=ctx.sample_weight)
+                                                sample_weight=ctx.sample_weight,
+                                                trace_cache=trace_cache)
         ctx.n_grad_evals += n_passes * ctx.n
         return alpha
 
@@ -240,7 +243,8 @@ def _weighted_moments(y, sample_weight):
     return mean, float(np.average((y - mean) ** 2, weights=sample_weight))
 
 
-def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None, sample_weight=None):
+def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None, sample_weight=None,
+                       trace_cache=None):
     """Type-II maximum likelihood of the prior precision and noise variance.
 
     With ``w ~ N(0, I / alpha)`` (intercept included), the targets are
@@ -277,6 +281,10 @@ def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None, sample_w
         Given values, or None to estimate.
     sample_weight : ndarray of shape (n,) or None
         Frequency weights (None: all 1).
+    trace_cache : dict or None
+        Kept between calls on the same rows and weights (another ``y``): the
+        quadrature route keeps its log-determinant's probes there, which
+        depend on the rows alone.
 
     Returns
     -------
@@ -301,7 +309,8 @@ def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None, sample_w
         n_eff = float(np.sum(sample_weight))   # N: the normaliser's count of rows
     if min(n, p) > MAX_EVIDENCE_DIM:
         return _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w,
-                                    n_eff if sqrt_w is not None else n)
+                                    n_eff if sqrt_w is not None else n,
+                                    {} if trace_cache is None else trace_cache)
     lam, q = _spectrum(X, y, fit_intercept, dual=n < p, sqrt_w=sqrt_w)
     if sqrt_w is not None:
         n = n_eff
@@ -325,7 +334,8 @@ def evidence_from_gram(gram, xty, yty, weight_sum, y_sum, alpha=None, noise_var=
     return sigma2, alpha
 
 
-def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n_rows):
+def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n_rows,
+                         trace_cache):
     """``(sigma2, alpha, n_passes)`` of :func:`_maximise_evidence` above
     ``MAX_EVIDENCE_DIM`` rows and coefficients, from products with the
     smaller Gram matrix ``A`` (``X_a^T X_a``, or ``X_a X_a^T`` with fewer
@@ -343,7 +353,9 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
     until the Monte Carlo se of the estimate's logarithm (``alpha``'s, or
     ``sigma2``'s when ``alpha`` is given), a delete-a-group jackknife over
     ``EVIDENCE_PROBE_GROUPS`` groups of the probes, is under
-    ``EVIDENCE_LOG_SE``.  Each product reads ``X`` twice (two passes)."""
+    ``EVIDENCE_LOG_SE``.  The probes depend on the rows alone: they are kept
+    in ``trace_cache`` for a later call with another ``y``.  Each product
+    reads ``X`` twice (two passes)."""
     Xa = _intercept_operator(X, fit_intercept, sqrt_w)
     n, p = Xa.shape
     dual = n < p
@@ -370,7 +382,8 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
         return _search_evidence(objective, alpha, noise_var, floor, scale,
                                 float(masses @ nodes) / dim)
 
-    trace = _TraceQuadrature(gram, dim)
+    trace = trace_cache.setdefault("trace", _TraceQuadrature(Xa, dual))
+    made = trace.products
     want = EVIDENCE_PROBES
     while True:
         trace.add_probes(want - trace.n_probes)
@@ -383,7 +396,7 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
         want = min(EVIDENCE_MAX_PROBES,
                    int(np.ceil(trace.n_probes * (log_se / EVIDENCE_LOG_SE) ** 2)))
         if log_se <= EVIDENCE_LOG_SE or want <= trace.n_probes:
-            return found[0], found[1], 2 * products[0]
+            return found[0], found[1], 2 * (products[0] + trace.products - made)
 
 
 def _quadrature(matvec, dim, start, steps):
@@ -398,13 +411,22 @@ def _quadrature(matvec, dim, start, steps):
 
 
 class _TraceQuadrature:
-    """Stochastic Lanczos quadrature of ``tr f(A)``: one Gauss quadrature per
-    Rademacher probe, the probes drawn from a fixed seed as asked."""
+    """Stochastic Lanczos quadrature of ``tr f(A)``, ``A`` the smaller Gram
+    matrix of the operator ``Xa`` (``Xa Xa^T`` when ``dual``): one Gauss
+    quadrature per Rademacher probe, the probes drawn from a fixed seed as
+    asked, the products with ``A`` counted (``products``)."""
 
-    def __init__(self, matvec, dim):
-        self.matvec, self.dim = matvec, dim
+    def __init__(self, Xa, dual):
+        self.Xa, self.dual = Xa, dual
+        self.dim = min(Xa.shape)
         self.rng = np.random.default_rng(0)
         self.per_probe = []               # (nodes, masses summing to 1) each
+        self.products = 0
+
+    def matvec(self, v):
+        self.products += 1
+        Xa = self.Xa
+        return Xa.matvec(Xa.rmatvec(v)) if self.dual else Xa.rmatvec(Xa.matvec(v))
 
     @property
     def n_probes(self):
