@@ -707,6 +707,20 @@ def test_ridge_p_greater_than_n_is_calibrated():
         assert 0.8 < std.mean() / rmse < 1.2, (seed, std.mean() / rmse)
 
 
+def test_parameters_set_restores_every_parameter():
+    """The dask fit and temperature="auto" run stages under settings of their
+    own (``parameters_set``); afterwards, an error included, every parameter
+    is the user's, those the block itself set too."""
+    from skbayes_sg._parameters import parameters_set
+    est = SGMCMCRidge(alpha=2.0)
+    with pytest.raises(RuntimeError):
+        with parameters_set(est, subsampling="cv", warm_start=True):
+            assert est.subsampling == "cv" and est.warm_start
+            est.set_params(noise_var=3.0)
+            raise RuntimeError
+    assert est.get_params() == SGMCMCRidge(alpha=2.0).get_params()
+
+
 def test_alpha_given_and_noise_collapsing_warns():
     """A prior that lets 200 coefficients interpolate 50 rows leaves the
     evidence no noise: a warning names the fix."""
