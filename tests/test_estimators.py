@@ -661,50 +661,56 @@ def test_evidence_maximum(shape, fit_intercept):
         assert_allclose(sigma2, 0.25, rtol=0.35)
 
 
-@pytest.mark.parametrize("n, d", [(2000, 300), (150, 400)])
+@pytest.mark.parametrize("n, d", [(1500, 300), (600, 900)])
 def test_the_quadrature_evidence_agrees_with_the_spectral_maximum(n, d, monkeypatch):
     """The large-problem route (Lanczos quadrature of the Gram's spectrum,
-    probes until the jackknife se of log alpha is under 0.4 %) finds the
-    exact spectral route's alpha and noise variance, more rows or more
-    coefficients, weighted or not, alpha given or not: within 1.5 %
-    (under 4 of its se); another target on the same rows reuses its
-    probes."""
+    probes until the jackknife se of log alpha and log sigma2 is under
+    0.4 %) finds the exact spectral route's alpha and noise variance, more
+    rows or more coefficients, weighted or not, alpha given or not: within
+    1.5 % (under 4 of its se); another target on the same rows reuses its
+    probes.  Which route pays: sparse text-like rows above 3,000 rows and
+    coefficients the quadrature, dense rows the spectrum up to 8,000."""
     rng = np.random.default_rng(3)
-    X = sp.random(n, d, density=0.05, format="csr", random_state=3)
+    X = sp.random(n, d, density=0.02, format="csr", random_state=3)
     X.data = rng.normal(size=X.nnz)
-    y = X @ rng.normal(size=d) + 0.5 * rng.normal(size=n) + 1.0
-    weights = rng.integers(1, 3, n).astype(float)
-    for kw in ({}, {"alpha": 2.0}, {"sample_weight": weights}):
+    y = X @ (0.3 * rng.normal(size=d)) + rng.normal(size=n) + 1.0
+    cases = [{}, {"alpha": 2.0}] + ([{"sample_weight": rng.integers(1, 3, n).astype(float)}]
+                                    if n > d else [])
+    for kw in cases:
         exact = _maximise_evidence(X, y, True, **kw)
-        monkeypatch.setattr(_ridge, "MAX_EVIDENCE_DIM", 100)
+        monkeypatch.setattr(_ridge, "MAX_EXACT_EVIDENCE_DIM", 100)
         quadrature = _maximise_evidence(X, y, True, **kw)
         monkeypatch.undo()
         assert_allclose(quadrature[:2], exact[:2], rtol=0.015)
         # one pass for the Gram; two for each product, one product a probe at least
         assert exact[2] == 1 and quadrature[2] >= 2 * _ridge.EVIDENCE_PROBES
+    if n < d:
+        return
     # the probes depend on the rows alone: a second target reuses them
     cache = {}
-    monkeypatch.setattr(_ridge, "MAX_EVIDENCE_DIM", 100)
+    monkeypatch.setattr(_ridge, "MAX_EXACT_EVIDENCE_DIM", 100)
     first = _maximise_evidence(X, y, True, trace_cache=cache)
     centred = _maximise_evidence(X, y - y.mean(), True, trace_cache=cache)
     monkeypatch.undo()
     assert centred[2] < first[2] / 2
     assert_allclose(centred[:2], _maximise_evidence(X, y - y.mean(), True)[:2], rtol=0.015)
+    text = sp.random(20_000, 3_500, density=15 / 3_500, format="csr", random_state=0)
+    assert _ridge._quadrature_pays(text, 20_000, 3_501)
+    assert not _ridge._quadrature_pays(np.empty((3_300, 3_100)), 3_300, 3_101)
+    assert not _ridge._quadrature_pays(text[:2_000], 2_000, 3_501)
 
 
-def test_ridge_p_greater_than_n_is_calibrated():
-    """50 x 200 training rows, y = x_0 + 0.5 eps (issue 16): the predictive sd
-    on 1,000 held-out rows matches the held-out RMSE within 20% at the
-    defaults (alpha and noise_var by the evidence, as BayesianRidge's are),
-    on three seeds; so does the draws' spread: no collapsed noise variance."""
-    for seed in range(3):
-        rng = np.random.default_rng(seed)
-        X = rng.normal(size=(1050, 200))
-        y = X[:, 0] + 0.5 * rng.normal(size=1050)
-        est = SGMCMCRidge(random_state=0).fit(X[:50], y[:50])
-        mean, std = est.predict(X[50:], return_std=True)
-        rmse = np.sqrt(np.mean((mean - y[50:]) ** 2))
-        assert 0.8 < std.mean() / rmse < 1.2, (seed, std.mean() / rmse)
+def test_the_dual_spectrum_of_a_wide_sparse_x_needs_no_dense_copy(monkeypatch):
+    """Fewer rows than coefficients: ``X X^T`` by the sparse product where a
+    dense copy of ``X`` would pass its bound (2,000 rows of 10^6 sparse
+    features would take 16 GB), the same evidence."""
+    rng = np.random.default_rng(4)
+    X = sp.random(60, 500, density=0.05, format="csr", random_state=4)
+    y = X @ rng.normal(size=500) + rng.normal(size=60)
+    dense_copy = _maximise_evidence(X, y, True)
+    monkeypatch.setattr(_ridge, "MAX_DENSE_COPY_BYTES", 0)
+    # the same to the search's own tolerance (Brent's 1e-7 in log alpha)
+    assert_allclose(_maximise_evidence(X, y, True)[:2], dense_copy[:2], rtol=1e-6)
 
 
 def test_parameters_set_restores_every_parameter():

@@ -214,8 +214,15 @@ ALPHA_SHIFT_WARN = 1.5
 ALPHA_SHIFT_SCREEN = 0.05
 #: above this many rows and coefficients both, the evidence is maximised on
 #: a quadrature of the Gram matrix's spectrum (:func:`_quadrature_evidence`)
-#: in place of its dense eigendecomposition
+#: in place of its dense eigendecomposition, where the quadrature is the
+#: cheaper (:func:`_quadrature_pays`) or the dense spectrum would pass
+#: MAX_EXACT_EVIDENCE_DIM (its matrix: 512 MB)
 MAX_EVIDENCE_DIM = 3000
+MAX_EXACT_EVIDENCE_DIM = 8000
+#: the dense spectrum with fewer rows than coefficients forms ``X X^T`` from
+#: a dense copy of ``X`` up to this many bytes of it, and by the sparse
+#: product above (2,000 sparse rows of 10^6 features would take 16 GB)
+MAX_DENSE_COPY_BYTES = 512 << 20
 #: Lanczos steps from ``X_a^T y`` (or ``y``): the data term's Gauss quadrature
 EVIDENCE_DATA_STEPS = 128
 #: Rademacher probes and Lanczos steps each of the log-determinant's
@@ -228,12 +235,15 @@ EVIDENCE_DATA_STEPS = 128
 EVIDENCE_PROBES = 16
 EVIDENCE_PROBE_STEPS = 64
 #: more probes are drawn (up to EVIDENCE_MAX_PROBES) until the Monte Carlo
-#: se of log alpha (a delete-a-group jackknife over EVIDENCE_PROBE_GROUPS
+#: se of log alpha and log sigma2 (a delete-a-group jackknife over EVIDENCE_PROBE_GROUPS
 #: groups of probes) is under this.  On 4,000 x 6,000 text rows alpha 2.8 %
 #: off the exact maximum moved the exact posterior's means by up to 0.08 sd,
 #: 0.9 % off by 0.03 sd
 EVIDENCE_LOG_SE = 0.004
 EVIDENCE_PROBE_GROUPS = 8
+#: the probes' nodes are merged into this many bins of equal width in log
+#: node for the search (:func:`_binned`)
+EVIDENCE_NODE_BINS = 1024
 EVIDENCE_MAX_PROBES = 256
 
 
@@ -307,7 +317,7 @@ def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None, sample_w
         sqrt_w = np.sqrt(sample_weight)
         y = sqrt_w * y
         n_eff = float(np.sum(sample_weight))   # N: the normaliser's count of rows
-    if min(n, p) > MAX_EVIDENCE_DIM:
+    if _quadrature_pays(X, n, p):
         return _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w,
                                     n_eff if sqrt_w is not None else n,
                                     {} if trace_cache is None else trace_cache)
@@ -315,6 +325,25 @@ def _maximise_evidence(X, y, fit_intercept, alpha=None, noise_var=None, sample_w
     if sqrt_w is not None:
         n = n_eff
     return _spectral_evidence(lam, q, y, n, alpha, noise_var, floor)
+
+
+def _quadrature_pays(X, n, p):
+    """Whether the evidence takes the quadrature route: where the dense
+    spectrum would not fit (over MAX_EXACT_EVIDENCE_DIM), and above MAX_EVIDENCE_DIM
+    rows and coefficients where it costs fewer flops, counted at its most
+    probes: the spectrum's Gram product ``2 n p min(n, p)`` (row chunks are
+    made dense) and its eigendecomposition ``~10 min(n, p)^3``, against
+    ``4 nnz`` a product with ``A``.  Sparse text rows take the quadrature
+    (100,000 x 10^4: 5.6 s against 238 s); dense rows the spectrum up to
+    MAX_EXACT_EVIDENCE_DIM (3,300 x 3,100 float32: 12 s against 100-230 s)."""
+    m = min(n, p)
+    if m > MAX_EXACT_EVIDENCE_DIM:
+        return True
+    if m <= MAX_EVIDENCE_DIM:
+        return False
+    nnz = float(X.nnz) if hasattr(X, "nnz") else float(n) * X.shape[1]
+    products = EVIDENCE_DATA_STEPS + EVIDENCE_MAX_PROBES * EVIDENCE_PROBE_STEPS
+    return 4.0 * nnz * products < 2.0 * n * p * m + 10.0 * float(m) ** 3
 
 
 def evidence_from_gram(gram, xty, yty, weight_sum, y_sum, alpha=None, noise_var=None):
@@ -350,8 +379,8 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
     trace from Rademacher probes of ``EVIDENCE_PROBE_STEPS`` steps each
     (stochastic Lanczos quadrature, Ubaru, Chen and Saad 2017).  The search
     is the exact route's.  Probes are added (up to ``EVIDENCE_MAX_PROBES``)
-    until the Monte Carlo se of the estimate's logarithm (``alpha``'s, or
-    ``sigma2``'s when ``alpha`` is given), a delete-a-group jackknife over
+    until the Monte Carlo se of the logarithms of ``alpha`` and ``sigma2``
+    (the larger of the two), a delete-a-group jackknife over
     ``EVIDENCE_PROBE_GROUPS`` groups of the probes, is under
     ``EVIDENCE_LOG_SE``.  The probes depend on the rows alone: they are kept
     in ``trace_cache`` for a later call with another ``y``.  Each product
@@ -372,6 +401,7 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
     scale = yy / max(n_rows, 1) + 1e-300
 
     def search(nodes, masses):
+        @np.errstate(over="ignore")     # alpha at the search's far end: c = inf
         def objective(log_s, log_a):
             # minus twice the log evidence (vectorised over an array of log_s)
             s = np.exp(np.atleast_1d(log_s))
@@ -388,11 +418,10 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
     while True:
         trace.add_probes(want - trace.n_probes)
         found = search(*trace.sums())
-        estimated = 1 if alpha is None else 0          # the log of what the search found
-        # delete-a-group jackknife of the log estimate
-        logs = np.log([search(*trace.sums(without=g))[estimated]
-                       for g in range(EVIDENCE_PROBE_GROUPS)])
-        log_se = float(np.sqrt((logs.size - 1) * np.mean((logs - logs.mean()) ** 2)))
+        # delete-a-group jackknife of the logs of what the search found
+        logs = np.log([search(*trace.sums(without=g)) for g in range(EVIDENCE_PROBE_GROUPS)])
+        log_se = float(np.max(np.sqrt((len(logs) - 1)
+                                      * np.mean((logs - logs.mean(axis=0)) ** 2, axis=0))))
         want = min(EVIDENCE_MAX_PROBES,
                    int(np.ceil(trace.n_probes * (log_se / EVIDENCE_LOG_SE) ** 2)))
         if log_se <= EVIDENCE_LOG_SE or want <= trace.n_probes:
@@ -446,7 +475,27 @@ class _TraceQuadrature:
                   if without is None or k % EVIDENCE_PROBE_GROUPS != without]
         nodes = np.concatenate([nodes for nodes, _ in chosen])
         masses = np.concatenate([masses for _, masses in chosen])
-        return nodes, masses * (self.dim / len(chosen))
+        return _binned(nodes, masses * (self.dim / len(chosen)))
+
+
+def _binned(nodes, masses, bins=EVIDENCE_NODE_BINS):
+    """The quadrature's positive nodes merged into ``bins`` bins of equal
+    width in ``log`` node, each at its mass-weighted mean: the same
+    ``sum masses nodes``, and ``log(1 + node / c)`` and ``1 / (c + node)``
+    vary little across a bin, so the search's cost stops growing with the
+    probes (256 probes are 16,384 nodes).  Nodes at 0 add nothing to either
+    sum and are dropped."""
+    positive = nodes > 0
+    nodes, masses = nodes[positive], masses[positive]
+    if nodes.size <= bins:
+        return nodes, masses
+    logs = np.log(nodes)
+    edges = np.linspace(logs.min(), logs.max(), bins + 1)
+    index = np.clip(np.searchsorted(edges, logs, side="right") - 1, 0, bins - 1)
+    mass = np.bincount(index, masses, bins)
+    moment = np.bincount(index, masses * nodes, bins)
+    kept = mass > 0
+    return moment[kept] / mass[kept], mass[kept]
 
 
 def _spectral_evidence(lam, q, y, n, alpha, noise_var, floor):
@@ -523,8 +572,11 @@ def _spectrum(X, y, fit_intercept, dual, sqrt_w=None):
     n, d = X.shape
     p = d + int(fit_intercept)
     if dual:
-        Xd = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=np.float64)
-        K = np.asarray(Xd @ Xd.T, dtype=np.float64)
+        if hasattr(X, "toarray") and 8.0 * n * d > MAX_DENSE_COPY_BYTES:
+            K = np.asarray((X @ X.T).toarray(), dtype=np.float64)
+        else:
+            Xd = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=np.float64)
+            K = np.asarray(Xd @ Xd.T, dtype=np.float64)
         if fit_intercept:
             K += 1.0
         if sqrt_w is not None:
@@ -558,19 +610,24 @@ def _gram_spectrum(G, c):
 
 def _intercept_operator(X, fit_intercept, row_scale=None):
     """``diag(row_scale) (X, 1)`` (or without the constant column, or the
-    scale) as a float64 linear operator, without copying ``X``."""
+    scale) as a float64 linear operator, without copying ``X``: each product
+    is taken in ``X``'s own precision (a float32 ``X`` times a float64 vector
+    would copy ``X`` to float64 at every product, 20 times the time of a
+    3,300 x 3,100 product), its result in float64."""
     d = X.shape[1]
     p = d + int(fit_intercept)
+    dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
+    XT = X.T                              # made once: a sparse transpose is an object
 
     def matvec(w):
         w = np.ravel(w)
-        z = np.asarray(X @ w[:d], dtype=np.float64)
+        z = np.asarray(X @ w[:d].astype(dtype, copy=False), dtype=np.float64)
         z = z + w[d] if fit_intercept else z
         return z if row_scale is None else z * row_scale
 
     def rmatvec(u):
         u = np.ravel(u) if row_scale is None else np.ravel(u) * row_scale
-        g = np.asarray(X.T @ u, dtype=np.float64)
+        g = np.asarray(XT @ u.astype(dtype, copy=False), dtype=np.float64)
         return np.append(g, u.sum()) if fit_intercept else g
 
     return LinearOperator((X.shape[0], p), matvec=matvec, rmatvec=rmatvec, dtype=np.float64)
