@@ -214,10 +214,10 @@ ALPHA_SHIFT_WARN = 1.5
 ALPHA_SHIFT_SCREEN = 0.05
 #: above this many rows and coefficients both, the evidence is maximised on
 #: a quadrature of the Gram matrix's spectrum (:func:`_quadrature_evidence`)
-#: in place of its dense eigendecomposition, where the quadrature is the
-#: cheaper (:func:`_quadrature_pays`) or the dense spectrum would pass
-#: MAX_EXACT_EVIDENCE_DIM (its matrix: 512 MB)
+#: in place of its dense eigendecomposition where the quadrature is the
+#: cheaper (:func:`_quadrature_pays`: sparse rows) ...
 MAX_EVIDENCE_DIM = 3000
+#: ... and everywhere above this (the spectrum's matrix would pass 512 MB)
 MAX_EXACT_EVIDENCE_DIM = 8000
 #: the dense spectrum with fewer rows than coefficients forms ``X X^T`` from
 #: a dense copy of ``X`` up to this many bytes of it, and by the sparse
@@ -226,25 +226,25 @@ MAX_DENSE_COPY_BYTES = 512 << 20
 #: Lanczos steps from ``X_a^T y`` (or ``y``): the data term's Gauss quadrature
 EVIDENCE_DATA_STEPS = 128
 #: Rademacher probes and Lanczos steps each of the log-determinant's
-#: stochastic Lanczos quadrature.  Measured against the exact spectrum on
-#: text-like rows (three probe seeds each): alpha within 0.1 % with more rows
-#: than coefficients (20,000 x 2,500, 8,000 x 2,900; 100,000 x 10^4 at 8
-#: probes: 0.01 %), within 1.1 % with fewer (4,000 x 6,000, 3,500 x 12,000),
-#: where the evidence's own sd of log alpha, about sqrt(2 / gamma), is 2-3 %;
-#: 64 and 96 steps gave the same values (the probes' noise is what is left)
+#: stochastic Lanczos quadrature, at first.  Measured against the exact
+#: spectrum on text-like rows (three probe seeds each, 16 probes): alpha
+#: within 0.1 % with more rows than coefficients (20,000 x 2,500, 8,000 x
+#: 2,900; 100,000 x 10^4 at 8 probes: 0.01 %), within 2.8 % with fewer
+#: (4,000 x 6,000, 3,500 x 12,000), hence the jackknife's rule below; 64 and
+#: 96 steps gave the same values (the probes' noise is what is left)
 EVIDENCE_PROBES = 16
 EVIDENCE_PROBE_STEPS = 64
 #: more probes are drawn (up to EVIDENCE_MAX_PROBES) until the Monte Carlo
-#: se of log alpha and log sigma2 (a delete-a-group jackknife over EVIDENCE_PROBE_GROUPS
-#: groups of probes) is under this.  On 4,000 x 6,000 text rows alpha 2.8 %
-#: off the exact maximum moved the exact posterior's means by up to 0.08 sd,
-#: 0.9 % off by 0.03 sd
+#: se of log alpha and of log sigma2 (a delete-a-group jackknife over
+#: EVIDENCE_PROBE_GROUPS groups of probes) is under this.  On 4,000 x 6,000
+#: text rows alpha 2.8 % off the exact maximum moved the exact posterior's
+#: means by up to 0.08 sd, 0.9 % off by 0.03 sd
 EVIDENCE_LOG_SE = 0.004
 EVIDENCE_PROBE_GROUPS = 8
+EVIDENCE_MAX_PROBES = 256
 #: the probes' nodes are merged into this many bins of equal width in log
 #: node for the search (:func:`_binned`)
 EVIDENCE_NODE_BINS = 1024
-EVIDENCE_MAX_PROBES = 256
 
 
 def _weighted_moments(y, sample_weight):
