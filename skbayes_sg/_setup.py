@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
+from sklearn.utils._param_validation import InvalidParameterError
 
 from ._sampling import _error_model, _schedule
 from ._sampling._kernel_rules import EWSG_CYCLIC_MESSAGE
@@ -338,7 +339,7 @@ class SetupPolicy:
     def _check_momentum_stop(self, sampler, subsampling):
         if (SUBSAMPLINGS[subsampling].index_chain and self.p.ewsg_x == "momentum-stop"
                 and not SAMPLERS[sampler].has_momentum):
-            raise ValueError(
+            raise InvalidParameterError(
                 f"ewsg_x='momentum-stop' assumes r_(k+1) = 0 and needs a sampler with "
                 f"momentum; sampler={sampler!r} has none. Use ewsg_x='auto' or "
                 "sampler='sghmc'.")
@@ -350,7 +351,7 @@ class SetupPolicy:
             return exact and SAMPLERS[sampler].metropolis
         metropolis = bool(self.p.metropolis)
         if metropolis and not (exact and SAMPLERS[sampler].metropolis):
-            raise ValueError(
+            raise InvalidParameterError(
                 f"metropolis=True needs exact gradients (subsampling='full') and a "
                 f"sampler with a reversible proposal "
                 f"({sorted(s for s in SAMPLERS if SAMPLERS[s].metropolis)}); got "
@@ -513,19 +514,20 @@ class SetupPolicy:
             what = [f"sampler={sampler!r}" if sampler != "auto" else "",
                     f"subsampling={subsampling!r}" if subsampling != "auto" else ""]
             resolved = " and ".join(w for w in what if w)
-            raise ValueError(
+            raise InvalidParameterError(
                 "; ".join(problems) + ". Leave the parameter at its default, or choose a "
                 f"sampler / subsampling it applies to (this fit uses {resolved}).")
 
     def _check_combinations(self):
         sub = self.p.subsampling
         if self.p.access != "random" and sub != "auto" and sub not in ACCESS_SUBSAMPLINGS:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"access={self.p.access!r} does not apply to subsampling={sub!r}, "
                 "which draws from its own weights. Use access='random' or one of "
                 f"subsampling in {sorted(ACCESS_SUBSAMPLINGS)}.")
         if sub != "auto" and SUBSAMPLINGS[sub].index_chain and self.p.access == "cyclic":
-            raise ValueError(f"subsampling={sub!r}, access='cyclic': " + EWSG_CYCLIC_MESSAGE)
+            raise InvalidParameterError(
+                f"subsampling={sub!r}, access='cyclic': " + EWSG_CYCLIC_MESSAGE)
 
     def _metric_kind(self, ctx):
         sampler_whitens = self.p.sampler == "auto" or SAMPLERS[self.p.sampler].whitened
@@ -534,7 +536,7 @@ class SetupPolicy:
                 return "identity"
             return "dense" if ctx.dim <= MAX_DENSE_METRIC else "diagonal"
         if self.p.metric != "identity" and not sampler_whitens:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"sampler={self.p.sampler!r} is preconditioned by its own RMSprop metric, as "
                 f"its paper defines it; metric={self.p.metric!r} does not apply. Use "
                 "metric='auto' (or 'identity').")
@@ -773,7 +775,7 @@ def _dense_pays(ctx, lanczos):
     d = ctx.dim
     if 8.0 * d * d > AUTO_DENSE_BYTES:
         return False
-    values, _, residuals, weights = lanczos.pairs(DENSE_CHECK_STEPS)
+    values, _, residuals, weights = lanczos.pairs(DENSE_CHECK_STEPS, vectors=False)
     nnz = ctx.X.nnz if hasattr(ctx.X, "nnz") else ctx.X.size
     chosen = np.sort(_lowrank_directions(values, residuals,
                                          DENSE_CHECK_DIRECTIONS)[:_lowrank_cap(ctx)])

@@ -138,15 +138,17 @@ class Lanczos:
             self.betas.append(b)
             V[j + 1] = w / b
 
-    def pairs(self, n_steps):
+    def pairs(self, n_steps, vectors=True):
         """The Ritz pairs of the first ``min(n_steps, max_steps)`` steps
-        (fewer at an invariant subspace), taking the steps not yet taken.
+        (fewer at an invariant subspace), taking the steps not yet taken;
+        without ``vectors`` (a quadrature's nodes and weights alone) the
+        Ritz vectors, ``k^2 dim`` flops, are not formed (None).
 
         Returns
         -------
         values : ndarray of shape (k,)
             Ritz values, ascending.
-        vectors : ndarray of shape (k, dim)
+        vectors : ndarray of shape (k, dim) or None
             Their Ritz vectors (orthonormal rows).
         residuals : ndarray of shape (k,)
             ``||A y - value y||`` of each (``beta_k |last component|``): a
@@ -166,9 +168,9 @@ class Lanczos:
         off = np.array(betas[:k - 1])
         T = np.diag(alphas) + np.diag(off, 1) + np.diag(off, -1)
         values, S = np.linalg.eigh(T)
-        vectors = S.T @ self.basis[:k]
+        ritz = S.T @ self.basis[:k] if vectors else None
         residuals = np.abs(betas[k - 1] * S[-1])
-        return values, vectors, residuals, S[0] ** 2
+        return values, ritz, residuals, S[0] ** 2
 
 
 #: the largest eigenvalue's Lanczos takes every step up to this many

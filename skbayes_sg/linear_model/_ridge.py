@@ -385,18 +385,12 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
     ``EVIDENCE_LOG_SE``.  The probes depend on the rows alone: they are kept
     in ``trace_cache`` for a later call with another ``y``.  Each product
     reads ``X`` twice (two passes)."""
-    Xa = _intercept_operator(X, fit_intercept, sqrt_w)
-    n, p = Xa.shape
-    dual = n < p
-    products = [0]
-
-    def gram(v):
-        products[0] += 1
-        return Xa.matvec(Xa.rmatvec(v)) if dual else Xa.rmatvec(Xa.matvec(v))
-
-    dim = min(n, p)
+    trace = trace_cache.setdefault(
+        "trace", _TraceQuadrature(_intercept_operator(X, fit_intercept, sqrt_w)))
+    Xa, dual, dim = trace.Xa, trace.dual, trace.dim
+    made = trace.products
     start = y if dual else Xa.rmatvec(y)
-    data_nodes, data_mass = _quadrature(gram, dim, start, EVIDENCE_DATA_STEPS)
+    data_nodes, data_mass = _quadrature(trace.matvec, dim, start, EVIDENCE_DATA_STEPS)
     yy = float(y @ y)
     scale = yy / max(n_rows, 1) + 1e-300
 
@@ -412,8 +406,6 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
         return _search_evidence(objective, alpha, noise_var, floor, scale,
                                 float(masses @ nodes) / dim)
 
-    trace = trace_cache.setdefault("trace", _TraceQuadrature(Xa, dual))
-    made = trace.products
     want = EVIDENCE_PROBES
     while True:
         trace.add_probes(want - trace.n_probes)
@@ -425,7 +417,7 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
         want = min(EVIDENCE_MAX_PROBES,
                    int(np.ceil(trace.n_probes * (log_se / EVIDENCE_LOG_SE) ** 2)))
         if log_se <= EVIDENCE_LOG_SE or want <= trace.n_probes:
-            return found[0], found[1], 2 * (products[0] + trace.products - made)
+            return found[0], found[1], 2 * (trace.products - made)
 
 
 def _quadrature(matvec, dim, start, steps):
@@ -435,18 +427,20 @@ def _quadrature(matvec, dim, start, steps):
     start_sq = float(start @ start)
     if start_sq == 0.0:
         return np.zeros(1), np.zeros(1)
-    values, _, _, weights = Lanczos(matvec, dim, steps, start=start).pairs(steps)
+    values, _, _, weights = Lanczos(matvec, dim, steps, start=start).pairs(steps, vectors=False)
     return np.clip(values, 0.0, None), start_sq * weights
 
 
 class _TraceQuadrature:
     """Stochastic Lanczos quadrature of ``tr f(A)``, ``A`` the smaller Gram
-    matrix of the operator ``Xa`` (``Xa Xa^T`` when ``dual``): one Gauss
-    quadrature per Rademacher probe, the probes drawn from a fixed seed as
-    asked, the products with ``A`` counted (``products``)."""
+    matrix of the operator ``Xa`` (``Xa Xa^T`` with fewer rows: ``dual``):
+    one Gauss quadrature per Rademacher probe, the probes drawn from a fixed
+    seed as asked; every product with ``A`` (:meth:`matvec`, the data
+    term's too) counted in ``products``."""
 
-    def __init__(self, Xa, dual):
-        self.Xa, self.dual = Xa, dual
+    def __init__(self, Xa):
+        self.Xa = Xa
+        self.dual = Xa.shape[0] < Xa.shape[1]
         self.dim = min(Xa.shape)
         self.rng = np.random.default_rng(0)
         self.per_probe = []               # (nodes, masses summing to 1) each
