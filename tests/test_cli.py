@@ -488,6 +488,11 @@ def test_mlp_flags_and_refusals(csv_classification, tmp_path, capsys, monkeypatc
                        (["--init", "laplace"], "--init")):
         status, _, err = _run([path, "--target", "label", "--model", "mlp", *argv], capsys)
         assert status == 2 and flag in err and "--model mlp" in err, (argv, err)
+    # the linear set-up's refusal of a combination is a usage error too
+    monkeypatch.undo()
+    status, _, err = _run([path, "--target", "label", "--model", "logistic", "--subsampling",
+                           "ewsg", "--access", "cyclic"], capsys)
+    assert status == 2 and "access='cyclic'" in err
     pytest.importorskip("torch")
     # the network's own refusals are usage errors too: its fit refuses first thing
     # (an InvalidParameterError), and .nc is for the linear models
