@@ -222,3 +222,125 @@ def largest_eigenvalue(matvec, dim, tol=1e-3, max_iter=60, seed=0):
         betas.append(beta)
         q_prev, q = q, w / beta
     return ritz[-1], it
+
+
+#: The stochastic Lanczos quadrature of the evidence searches
+#: (:class:`StochasticTrace`; the ridge's alpha and noise variance above
+#: ``MAX_EVIDENCE_DIM`` rows and coefficients, the logistic regression's alpha
+#: above ``MAX_DENSE_LAPLACE`` parameters): Rademacher probes and Lanczos
+#: steps each, at first.  Measured on the ridge's evidence against the exact
+#: spectrum on text-like rows (three probe seeds each, 16 probes): alpha
+#: within 0.1 % with more rows than coefficients (20,000 x 2,500, 8,000 x
+#: 2,900; 100,000 x 10^4 at 8 probes: 0.01 %), within 2.8 % with fewer
+#: (4,000 x 6,000, 3,500 x 12,000), hence the jackknife's rule below; 64 and
+#: 96 steps gave the same values (the probes' noise is what is left)
+EVIDENCE_PROBES = 16
+EVIDENCE_PROBE_STEPS = 64
+#: more probes are drawn (up to EVIDENCE_MAX_PROBES) until the Monte Carlo
+#: se of log alpha and of log sigma2 (a delete-a-group jackknife over
+#: EVIDENCE_PROBE_GROUPS groups of probes) is under this.  On 4,000 x 6,000
+#: text rows alpha 2.8 % off the exact maximum moved the exact posterior's
+#: means by up to 0.08 sd, 0.9 % off by 0.03 sd
+EVIDENCE_LOG_SE = 0.004
+EVIDENCE_PROBE_GROUPS = 8
+EVIDENCE_MAX_PROBES = 256
+#: the probes' nodes are merged into this many bins of equal width in log
+#: node for a search over them (:func:`binned_nodes`)
+EVIDENCE_NODE_BINS = 1024
+
+
+def gauss_quadrature(matvec, dim, start, steps):
+    """``(nodes, masses)``: Gauss quadrature of ``start``'s spectral measure
+    under the symmetric positive semi-definite operator ``matvec``
+    (``start^T f(A) start ~ sum masses f(nodes)``) from ``steps`` Lanczos
+    steps started there."""
+    start_sq = float(start @ start)
+    if start_sq == 0.0:
+        return np.zeros(1), np.zeros(1)
+    values, _, _, weights = Lanczos(matvec, dim, steps, start=start).pairs(steps, vectors=False)
+    return np.clip(values, 0.0, None), start_sq * weights
+
+
+def binned_nodes(nodes, masses, bins):
+    """A quadrature's positive nodes merged into ``bins`` bins of equal
+    width in ``log`` node, each at its mass-weighted mean: the same ``sum
+    masses nodes``, and smooth functions such as ``log(1 + node / c)`` and
+    ``1 / (c + node)`` vary little across a bin, so a search over ``c``
+    costs the same whatever the number of probes.  Nodes at 0 are dropped
+    (they add nothing to such sums)."""
+    positive = nodes > 0
+    nodes, masses = nodes[positive], masses[positive]
+    if nodes.size <= bins:
+        return nodes, masses
+    logs = np.log(nodes)
+    edges = np.linspace(logs.min(), logs.max(), bins + 1)
+    index = np.clip(np.searchsorted(edges, logs, side="right") - 1, 0, bins - 1)
+    mass = np.bincount(index, masses, bins)
+    moment = np.bincount(index, masses * nodes, bins)
+    kept = mass > 0
+    return moment[kept] / mass[kept], mass[kept]
+
+
+class StochasticTrace:
+    """Stochastic Lanczos quadrature of ``tr f(A)`` (Ubaru, Chen and Saad
+    2017), ``A`` a symmetric positive semi-definite operator known by its
+    products: one Gauss quadrature of ``steps`` Lanczos steps per Rademacher
+    probe, the probes drawn from a fixed seed as asked (two traces of
+    different operators of one dimension use the same probes: their
+    differences are free of most of the probes' noise).  Every product is
+    counted in ``products``.
+
+    Parameters
+    ----------
+    matvec : callable
+        ``v -> A v`` for ``v`` of shape (dim,).
+    dim : int
+    steps : int
+        Lanczos steps per probe.
+    groups : int
+        Probe ``k`` is in group ``k % groups`` (:meth:`sums`' ``without``,
+        for a delete-a-group jackknife of what is computed from the sums).
+    bins : int
+        The nodes :meth:`sums` returns are merged into at most this many
+        (:func:`binned_nodes`).
+    """
+
+    def __init__(self, matvec, dim, steps=EVIDENCE_PROBE_STEPS, groups=EVIDENCE_PROBE_GROUPS,
+                 bins=EVIDENCE_NODE_BINS, seed=0):
+        self._product = matvec
+        self.dim, self.steps, self.groups, self.bins = dim, steps, groups, bins
+        self.rng = np.random.default_rng(seed)
+        self.per_probe = []               # (nodes, masses summing to 1) each
+        self.products = 0
+
+    def matvec(self, v):
+        self.products += 1
+        return self._product(v)
+
+    @property
+    def n_probes(self):
+        return len(self.per_probe)
+
+    def add_probes(self, count):
+        for _ in range(max(count, 0)):
+            probe = self.rng.choice([-1.0, 1.0], size=self.dim)
+            nodes, masses = gauss_quadrature(self.matvec, self.dim, probe, self.steps)
+            self.per_probe.append((nodes, masses / self.dim))
+
+    def sums(self, without=None):
+        """``(nodes, masses)`` with ``tr f(A) ~ sum masses f(nodes)``, from
+        every probe, or without group ``without``."""
+        chosen = [probe for k, probe in enumerate(self.per_probe)
+                  if without is None or k % self.groups != without]
+        nodes = np.concatenate([nodes for nodes, _ in chosen])
+        masses = np.concatenate([masses for _, masses in chosen])
+        return binned_nodes(nodes, masses * (self.dim / len(chosen)), self.bins)
+
+
+def jackknife_se(estimates):
+    """The delete-a-group jackknife standard error of each column of
+    ``estimates`` (one row per group left out): ``sqrt((g - 1) mean((e -
+    mean e)^2))``."""
+    estimates = np.asarray(estimates, dtype=np.float64)
+    g = len(estimates)
+    return np.sqrt((g - 1) * np.mean((estimates - estimates.mean(axis=0)) ** 2, axis=0))

@@ -11,7 +11,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._dask_rows import rowwise
 from .._base import BaseSGMCMC, PosteriorPredictiveMixin, estimator_parameters
 from .._sampling._glm import GAUSSIAN, GLM, model_spec
-from .._sampling._spectrum import Lanczos
+from .._sampling._spectrum import (EVIDENCE_LOG_SE, EVIDENCE_MAX_PROBES, EVIDENCE_PROBE_STEPS,
+                                   EVIDENCE_PROBES, StochasticTrace, gauss_quadrature,
+                                   jackknife_se)
 from ._logistic import _DOC_ATTRS, _DOC_PARAMS, _single_output_attrs
 
 
@@ -225,26 +227,6 @@ MAX_EXACT_EVIDENCE_DIM = 8000
 MAX_DENSE_COPY_BYTES = 512 << 20
 #: Lanczos steps from ``X_a^T y`` (or ``y``): the data term's Gauss quadrature
 EVIDENCE_DATA_STEPS = 128
-#: Rademacher probes and Lanczos steps each of the log-determinant's
-#: stochastic Lanczos quadrature, at first.  Measured against the exact
-#: spectrum on text-like rows (three probe seeds each, 16 probes): alpha
-#: within 0.1 % with more rows than coefficients (20,000 x 2,500, 8,000 x
-#: 2,900; 100,000 x 10^4 at 8 probes: 0.01 %), within 2.8 % with fewer
-#: (4,000 x 6,000, 3,500 x 12,000), hence the jackknife's rule below; 64 and
-#: 96 steps gave the same values (the probes' noise is what is left)
-EVIDENCE_PROBES = 16
-EVIDENCE_PROBE_STEPS = 64
-#: more probes are drawn (up to EVIDENCE_MAX_PROBES) until the Monte Carlo
-#: se of log alpha and of log sigma2 (a delete-a-group jackknife over
-#: EVIDENCE_PROBE_GROUPS groups of probes) is under this.  On 4,000 x 6,000
-#: text rows alpha 2.8 % off the exact maximum moved the exact posterior's
-#: means by up to 0.08 sd, 0.9 % off by 0.03 sd
-EVIDENCE_LOG_SE = 0.004
-EVIDENCE_PROBE_GROUPS = 8
-EVIDENCE_MAX_PROBES = 256
-#: the probes' nodes are merged into this many bins of equal width in log
-#: node for the search (:func:`_binned`)
-EVIDENCE_NODE_BINS = 1024
 
 
 def _weighted_moments(y, sample_weight):
@@ -390,7 +372,7 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
     Xa, dual, dim = trace.Xa, trace.dual, trace.dim
     made = trace.products
     start = y if dual else Xa.rmatvec(y)
-    data_nodes, data_mass = _quadrature(trace.matvec, dim, start, EVIDENCE_DATA_STEPS)
+    data_nodes, data_mass = gauss_quadrature(trace.matvec, dim, start, EVIDENCE_DATA_STEPS)
     yy = float(y @ y)
     scale = yy / max(n_rows, 1) + 1e-300
 
@@ -411,85 +393,25 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
         trace.add_probes(want - trace.n_probes)
         found = search(*trace.sums())
         # delete-a-group jackknife of the logs of what the search found
-        logs = np.log([search(*trace.sums(without=g)) for g in range(EVIDENCE_PROBE_GROUPS)])
-        log_se = float(np.max(np.sqrt((len(logs) - 1)
-                                      * np.mean((logs - logs.mean(axis=0)) ** 2, axis=0))))
+        logs = np.log([search(*trace.sums(without=g)) for g in range(trace.groups)])
+        log_se = float(np.max(jackknife_se(logs)))
         want = min(EVIDENCE_MAX_PROBES,
                    int(np.ceil(trace.n_probes * (log_se / EVIDENCE_LOG_SE) ** 2)))
         if log_se <= EVIDENCE_LOG_SE or want <= trace.n_probes:
             return found[0], found[1], 2 * (trace.products - made)
 
 
-def _quadrature(matvec, dim, start, steps):
-    """``(nodes, masses)``: Gauss quadrature of ``start``'s spectral measure
-    under the operator (``start^T f(A) start ~ sum masses f(nodes)``) from
-    ``steps`` Lanczos steps started there."""
-    start_sq = float(start @ start)
-    if start_sq == 0.0:
-        return np.zeros(1), np.zeros(1)
-    values, _, _, weights = Lanczos(matvec, dim, steps, start=start).pairs(steps, vectors=False)
-    return np.clip(values, 0.0, None), start_sq * weights
-
-
-class _TraceQuadrature:
-    """Stochastic Lanczos quadrature of ``tr f(A)``, ``A`` the smaller Gram
-    matrix of the operator ``Xa`` (``Xa Xa^T`` with fewer rows: ``dual``):
-    one Gauss quadrature per Rademacher probe, the probes drawn from a fixed
-    seed as asked; every product with ``A`` (:meth:`matvec`, the data
-    term's too) counted in ``products``."""
+class _TraceQuadrature(StochasticTrace):
+    """The stochastic Lanczos quadrature of ``tr f(A)``, ``A`` the smaller
+    Gram matrix of the operator ``Xa`` (``Xa Xa^T`` with fewer rows:
+    ``dual``); every product with ``A`` (the data term's too) is counted."""
 
     def __init__(self, Xa):
         self.Xa = Xa
         self.dual = Xa.shape[0] < Xa.shape[1]
-        self.dim = min(Xa.shape)
-        self.rng = np.random.default_rng(0)
-        self.per_probe = []               # (nodes, masses summing to 1) each
-        self.products = 0
-
-    def matvec(self, v):
-        self.products += 1
-        Xa = self.Xa
-        return Xa.matvec(Xa.rmatvec(v)) if self.dual else Xa.rmatvec(Xa.matvec(v))
-
-    @property
-    def n_probes(self):
-        return len(self.per_probe)
-
-    def add_probes(self, count):
-        for _ in range(max(count, 0)):
-            probe = self.rng.choice([-1.0, 1.0], size=self.dim)
-            nodes, masses = _quadrature(self.matvec, self.dim, probe, EVIDENCE_PROBE_STEPS)
-            self.per_probe.append((nodes, masses / self.dim))
-
-    def sums(self, without=None):
-        """``(nodes, masses)`` with ``tr f(A) ~ sum masses f(nodes)``, from
-        every probe, or ``without`` group ``g`` of ``EVIDENCE_PROBE_GROUPS``
-        (probe ``k`` is in group ``k % EVIDENCE_PROBE_GROUPS``)."""
-        chosen = [probe for k, probe in enumerate(self.per_probe)
-                  if without is None or k % EVIDENCE_PROBE_GROUPS != without]
-        nodes = np.concatenate([nodes for nodes, _ in chosen])
-        masses = np.concatenate([masses for _, masses in chosen])
-        return _binned(nodes, masses * (self.dim / len(chosen)))
-
-
-def _binned(nodes, masses, bins=EVIDENCE_NODE_BINS):
-    """The quadrature's positive nodes merged into ``bins`` bins of equal
-    width in ``log`` node, each at its mass-weighted mean: the same
-    ``sum masses nodes``, and ``log(1 + node / c)`` and ``1 / (c + node)``
-    vary little across a bin, so the search's cost stops growing with the
-    probes (256 probes are 16,384 nodes).  Nodes at 0 add nothing to either
-    sum and are dropped."""
-    positive = nodes > 0
-    nodes, masses = nodes[positive], masses[positive]
-    if nodes.size <= bins:
-        return nodes, masses
-    logs = np.log(nodes)
-    edges = np.linspace(logs.min(), logs.max(), bins + 1)
-    index = np.clip(np.searchsorted(edges, logs, side="right") - 1, 0, bins - 1)
-    mass = np.bincount(index, masses, bins)
-    moment = np.bincount(index, masses * nodes, bins)
-    kept = mass > 0
-    return moment[kept] / mass[kept], mass[kept]
+        gram = ((lambda v: Xa.matvec(Xa.rmatvec(v))) if self.dual
+                else (lambda v: Xa.rmatvec(Xa.matvec(v))))
+        super().__init__(gram, min(Xa.shape))
 
 
 def _spectral_evidence(lam, q, y, n, alpha, noise_var, floor):
