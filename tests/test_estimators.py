@@ -987,6 +987,30 @@ def test_logistic_alpha_auto_by_quadrature_maximises_the_laplace_evidence(monkey
     np.testing.assert_allclose(est.mode_.ravel(), mode, atol=1e-3)
 
 
+@pytest.mark.parametrize("route", ["dense", "quadrature"])
+def test_logistic_alpha_auto_says_when_the_evidence_has_no_maximum(route, monkeypatch):
+    """Separable classes: the Laplace evidence rises as alpha falls (the
+    mode runs off), so the search stops at the end of its bracket.  The fit
+    says so and names the fix; labels drawn from the same predictor's
+    probabilities (not separable) fit silently at an interior maximum."""
+    import warnings
+    from skbayes_sg.linear_model import _logistic
+    if route == "quadrature":
+        monkeypatch.setattr(_logistic, "MAX_DENSE_LAPLACE", 1)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    eta = X @ np.array([1.0, -2.0, 0.5])
+    kw = dict(alpha="auto", n_samples=20, n_warmup=20, n_chains=2, random_state=0)
+    with pytest.warns(UserWarning, match="separable.*Pass a number for alpha"):
+        SGMCMCLogisticRegression(**kw).fit(X, (eta > 0).astype(int))
+    y = (rng.random(300) < 1 / (1 + np.exp(-eta))).astype(int)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = SGMCMCLogisticRegression(**kw).fit(X, y)
+    assert not [w for w in caught if "alpha='auto'" in str(w.message)]
+    assert 0.01 < est.alpha_ < 100
+
+
 def test_a_posterior_too_ill_conditioned_for_its_cholesky_raises_a_clear_error():
     """Two rows, three large features and noise_var=1e-14: the Hessian at the
     mode has curvatures 1e20 apart, beyond float64's Cholesky.  The fit says

@@ -1,5 +1,6 @@
 """Bayesian logistic regression (binary and multinomial) by SG-MCMC."""
 import numbers
+import warnings
 
 import numpy as np
 from scipy.special import expit, log_softmax, logsumexp, softmax
@@ -619,11 +620,33 @@ def _laplace_evidence_alpha(ctx):
     evidence = _DenseEvidence(ctx) if kind == "dense" else _QuadratureEvidence(ctx)
     log_alpha = _log_fixed_point(evidence.fixed_point)
     evidence.settle()
+    bounds = (log_alpha - EVIDENCE_BRACKET, log_alpha + EVIDENCE_BRACKET)
     best = minimize_scalar(lambda x: -evidence.log_evidence(np.exp(x)), method="bounded",
-                           bounds=(log_alpha - EVIDENCE_BRACKET, log_alpha + EVIDENCE_BRACKET),
-                           options={"xatol": EVIDENCE_XATOL[kind]})
+                           bounds=bounds, options={"xatol": EVIDENCE_XATOL[kind]})
     evidence.leave_at(np.exp(best.x))
+    if min(best.x - bounds[0], bounds[1] - best.x) <= EVIDENCE_EDGE * EVIDENCE_XATOL[kind]:
+        _warn_evidence_at_edge(ctx.alpha, best.x < log_alpha)
     return ctx.alpha
+
+
+#: the search's answer within this many of its tolerances of an end of its
+#: bracket is that end, not a maximum
+EVIDENCE_EDGE = 10
+
+
+def _warn_evidence_at_edge(alpha, low):
+    """The Laplace evidence rose to an end of its search: it has no maximum
+    near MacKay's fixed point.  Toward small alpha that is (nearly) separable
+    classes, where the mode runs off as the prior weakens (text rows with
+    labels a threshold of a linear predictor: the evidence rose 200 nats as
+    alpha fell from 0.21 to 0.077)."""
+    why = ("toward a weaker prior: the classes are (nearly) separable, and the "
+           "mode grows without bound as alpha falls" if low else
+           "toward a stronger prior: the data say little about the coefficients")
+    warnings.warn(
+        f"alpha='auto': the Laplace evidence kept rising to the end of its search, "
+        f"{why}. alpha_={alpha:.3g} is that end, not a maximum. Pass a number for alpha "
+        "(alpha=1.0 with standardised features is the default).", UserWarning, stacklevel=2)
 
 
 def _log_fixed_point(update):
