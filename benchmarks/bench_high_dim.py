@@ -18,6 +18,13 @@ log(1 + tf)):
   ``SGDClassifier`` epoch (no exact answer; ``--reference`` compares it with
   a second default fit of another seed, the two fits' means in units of their
   Monte Carlo standard errors);
+* ``logistic-alpha-auto``: ``SGMCMCLogisticRegression(alpha="auto")`` on
+  the same rows with labels drawn from the predictor's probabilities (not
+  separable: the evidence has a maximum), where the evidence's spectrum is a
+  stochastic Lanczos quadrature (above 4,000 parameters): the whole fit, its
+  set-up passes and ``alpha_``; and on 20,000 of the rows and 2,000 features
+  the quadrature's ``alpha_`` against the dense Hessian's (the quadrature
+  forced there by lowering the module's threshold);
 * ``a9a-pairwise``: real data, LIBSVM a9a with every pairwise interaction of
   its one-hot features (``_a9a_pairwise.pairwise``: 32,561 rows, 5,438
   features, 103 non-zeros a row), ``SGMCMCLogisticRegression()`` at its
@@ -135,6 +142,30 @@ def logistic_10k(X, eta, reference):
               f"{(a.coef_std_ / b.coef_std_).min():.3f}-{(a.coef_std_ / b.coef_std_).max():.3f}")
 
 
+def logistic_alpha_auto(X, eta):
+    from skbayes_sg.linear_model import _logistic
+    rng = np.random.default_rng(5)
+    centred = eta - np.median(eta)
+    y = (rng.random(eta.size) < 1 / (1 + np.exp(-centred))).astype(int)
+    epoch = sgd_epoch(X, y, classifier=True)
+    est = SGMCMCLogisticRegression(alpha="auto", n_jobs=2, random_state=0)
+    seconds, messages = timed_fit(est, X, y)
+    report("logistic-alpha-auto", est, seconds, epoch, messages, f"; alpha_ {est.alpha_:.4g}")
+    Xs, ys = X[:20_000, :2_000], y[:20_000]
+    short = dict(alpha="auto", n_samples=20, n_warmup=20, n_chains=2, random_state=0)
+    dense = SGMCMCLogisticRegression(**short).fit(Xs, ys)
+    threshold = _logistic.MAX_DENSE_LAPLACE
+    _logistic.MAX_DENSE_LAPLACE = 100
+    try:
+        quadrature = SGMCMCLogisticRegression(**short).fit(Xs, ys)
+    finally:
+        _logistic.MAX_DENSE_LAPLACE = threshold
+    print(f"  20,000 x 2,000: alpha_ dense {dense.alpha_:.5g} ({dense.n_setup_passes_:,.0f} "
+          f"set-up passes), quadrature {quadrature.alpha_:.5g} "
+          f"({quadrature.n_setup_passes_:,.0f}): {quadrature.alpha_ / dense.alpha_ - 1:+.2%}",
+          flush=True)
+
+
 def a9a_pairwise():
     from _a9a_pairwise import pairwise, reference
     from _common import results_dir
@@ -181,12 +212,14 @@ def logistic_100k():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", choices=("ridge-10k", "ridge-10k-defaults", "logistic-10k",
-                                           "a9a-pairwise", "logistic-100k"))
+                                           "logistic-alpha-auto", "a9a-pairwise",
+                                           "logistic-100k"))
     parser.add_argument("--large", action="store_true", help="also the 10^5-feature logistic")
     parser.add_argument("--reference", action="store_true",
                         help="logistic-10k: a second seed to compare with")
     args = parser.parse_args()
-    if args.only in (None, "ridge-10k", "ridge-10k-defaults", "logistic-10k"):
+    if args.only in (None, "ridge-10k", "ridge-10k-defaults", "logistic-10k",
+                     "logistic-alpha-auto"):
         X, eta, _ = text_like()
     if args.only in (None, "ridge-10k"):
         ridge_10k(X, eta)
@@ -194,6 +227,8 @@ def main():
         ridge_10k_defaults(X, eta)
     if args.only in (None, "logistic-10k"):
         logistic_10k(X, eta, args.reference)
+    if args.only in (None, "logistic-alpha-auto"):
+        logistic_alpha_auto(X, eta)
     if args.only in (None, "a9a-pairwise"):
         a9a_pairwise()
     if args.only == "logistic-100k" or (args.only is None and args.large):
