@@ -153,13 +153,15 @@ def logistic_alpha_auto(X, eta):
     report("logistic-alpha-auto", est, seconds, epoch, messages, f"; alpha_ {est.alpha_:.4g}")
     Xs, ys = X[:20_000, :2_000], y[:20_000]
     short = dict(alpha="auto", n_samples=20, n_warmup=20, n_chains=2, random_state=0)
-    dense = SGMCMCLogisticRegression(**short).fit(Xs, ys)
     threshold = _logistic.MAX_DENSE_LAPLACE
-    _logistic.MAX_DENSE_LAPLACE = 100
-    try:
-        quadrature = SGMCMCLogisticRegression(**short).fit(Xs, ys)
-    finally:
-        _logistic.MAX_DENSE_LAPLACE = threshold
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")       # 20 draws: their convergence warnings
+        dense = SGMCMCLogisticRegression(**short).fit(Xs, ys)
+        _logistic.MAX_DENSE_LAPLACE = 100
+        try:
+            quadrature = SGMCMCLogisticRegression(**short).fit(Xs, ys)
+        finally:
+            _logistic.MAX_DENSE_LAPLACE = threshold
     print(f"  20,000 x 2,000: alpha_ dense {dense.alpha_:.5g} ({dense.n_setup_passes_:,.0f} "
           f"set-up passes), quadrature {quadrature.alpha_:.5g} "
           f"({quadrature.n_setup_passes_:,.0f}): {quadrature.alpha_ / dense.alpha_ - 1:+.2%}",
