@@ -591,10 +591,10 @@ EVIDENCE_MAX_ITER = 30
 #: moves with the mode: 0.02 nats short on breast cancer)
 EVIDENCE_BRACKET = 1.0
 #: ... to this tolerance in log(alpha): the dense determinant's, and the
-#: quadrature's, no finer than its probes' se of log(alpha).  There the
-#: evidence also carries the mode searches' tolerance (0.01 sd a coordinate:
-#: up to ~0.1 nats at 10^4 text features, where a step of 0.1 % in alpha
-#: moves it by less)
+#: quadrature's 0.4 %, under its probes' error (EVIDENCE_ALPHA_LOG_SE).  There
+#: the evidence also carries the mode searches' tolerance (0.01 sd a
+#: coordinate: up to ~0.1 nats at 10^4 text features, where a step of 0.1 %
+#: in alpha moves it by less)
 EVIDENCE_XATOL = {"dense": 1e-4, "quadrature": EVIDENCE_LOG_SE}
 #: the quadrature's probes are added until the jackknife se of the fixed
 #: point's log(alpha) is under this: a third of the evidence's own sd of
@@ -616,8 +616,8 @@ def _laplace_evidence_alpha(ctx):
     likelihood's Hessian at the mode, gives the start (by secant steps in
     ``log alpha``: the plain iteration's steps shrink geometrically, 14
     modes on separable text rows where secant steps took 5 on others); a
-    bounded Brent search on ``log alpha`` then
-    maximises the approximation itself.  Every evaluation is a mode search
+    bounded Brent search on ``log alpha`` then maximises the approximation
+    itself.  Every evaluation is a mode search
     (Newton, a few counted passes) and the Hessian's spectrum there: dense
     up to ``MAX_DENSE_LAPLACE`` parameters (:class:`_DenseEvidence`), a
     stochastic Lanczos quadrature of Hessian-vector products above
