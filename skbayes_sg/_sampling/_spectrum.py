@@ -327,6 +327,15 @@ class StochasticTrace:
             nodes, masses = gauss_quadrature(self.matvec, self.dim, probe, self.steps)
             self.per_probe.append((nodes, masses / self.dim))
 
+    def more_probes(self, log_se, target, max_probes=EVIDENCE_MAX_PROBES):
+        """How many probes to add so that a Monte Carlo se of ``log_se`` now
+        (it falls as one over the square root of the probes) reaches
+        ``target``, at most ``max_probes`` in all; 0: done."""
+        if log_se <= target:
+            return 0
+        want = min(max_probes, int(np.ceil(self.n_probes * (log_se / target) ** 2)))
+        return max(want - self.n_probes, 0)
+
     def sums(self, without=None):
         """``(nodes, masses)`` with ``tr f(A) ~ sum masses f(nodes)``, from
         every probe, or without group ``without``."""

@@ -13,7 +13,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from .._dask_rows import rowwise
 from .._base import BaseSGMCMC, PosteriorPredictiveMixin, estimator_parameters
 from .._sampling._row_algebra import MAX_DENSE_LAPLACE
-from .._sampling._spectrum import (EVIDENCE_LOG_SE, EVIDENCE_MAX_PROBES, EVIDENCE_PROBES,
+from .._sampling._spectrum import (EVIDENCE_LOG_SE, EVIDENCE_PROBES,
                                    StochasticTrace, jackknife_se)
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
 from .._sampling._specs import LINEAR, hyperparameter_doc, sampler_doc
@@ -682,6 +682,11 @@ def _log_fixed_point(update):
     return x, slope
 
 
+def _mackay_update(gamma, theta):
+    """MacKay's ``alpha <- gamma / |theta_hat|^2`` (kept within 1e-8..1e8)."""
+    return float(np.clip(gamma / max(float(theta @ theta), 1e-300), 1e-8, 1e8))
+
+
 class _DenseEvidence:
     """The evidence's spectrum from the dense Hessian at the mode (up to
     ``MAX_DENSE_LAPLACE`` parameters)."""
@@ -694,8 +699,7 @@ class _DenseEvidence:
         self.ctx.set_alpha(alpha)
         theta = self.ctx.mode()
         lam = np.clip(np.linalg.eigvalsh(self.ctx.hessian_at(theta)) - alpha, 0.0, None)
-        gamma = float(np.sum(lam / (lam + alpha)))
-        return float(np.clip(gamma / max(float(theta @ theta), 1e-300), 1e-8, 1e8))
+        return _mackay_update(float(np.sum(lam / (lam + alpha))), theta)
 
     def settle(self, slope):
         """Nothing to settle: the spectrum is exact."""
@@ -744,8 +748,7 @@ class _QuadratureEvidence:
     def fixed_point(self, alpha):
         theta, (nodes, masses) = self._spectrum_at(alpha)
         self.alpha = alpha
-        gamma = float(masses @ (nodes / (nodes + alpha)))
-        return float(np.clip(gamma / max(float(theta @ theta), 1e-300), 1e-8, 1e8))
+        return _mackay_update(float(masses @ (nodes / (nodes + alpha))), theta)
 
     def settle(self, slope):
         """Probes until the se of the fixed point's ``log alpha`` (that of
@@ -755,13 +758,12 @@ class _QuadratureEvidence:
         while True:
             logs = [np.log(masses @ (nodes / (nodes + alpha)))
                     for nodes, masses in (trace.sums(without=g) for g in range(trace.groups))]
-            log_se = float(jackknife_se(logs)) / abs(slope)
-            want = min(EVIDENCE_MAX_PROBES,
-                       int(np.ceil(trace.n_probes * (log_se / EVIDENCE_ALPHA_LOG_SE) ** 2)))
-            if log_se <= EVIDENCE_ALPHA_LOG_SE or want <= trace.n_probes:
+            more = trace.more_probes(float(jackknife_se(logs)) / abs(slope),
+                                     EVIDENCE_ALPHA_LOG_SE)
+            if not more:
                 self.n_probes = trace.n_probes
                 return
-            self._add_probes(want - trace.n_probes)
+            self._add_probes(more)
 
     def log_evidence(self, alpha):
         theta, (nodes, masses) = self._spectrum_at(alpha)

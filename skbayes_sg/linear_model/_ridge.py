@@ -394,11 +394,10 @@ def _quadrature_evidence(X, y, fit_intercept, alpha, noise_var, floor, sqrt_w, n
         found = search(*trace.sums())
         # delete-a-group jackknife of the logs of what the search found
         logs = np.log([search(*trace.sums(without=g)) for g in range(trace.groups)])
-        log_se = float(np.max(jackknife_se(logs)))
-        want = min(EVIDENCE_MAX_PROBES,
-                   int(np.ceil(trace.n_probes * (log_se / EVIDENCE_LOG_SE) ** 2)))
-        if log_se <= EVIDENCE_LOG_SE or want <= trace.n_probes:
+        more = trace.more_probes(float(np.max(jackknife_se(logs))), EVIDENCE_LOG_SE)
+        if not more:
             return found[0], found[1], 2 * (trace.products - made)
+        want = trace.n_probes + more
 
 
 class _TraceQuadrature(StochasticTrace):
