@@ -40,17 +40,14 @@ class DaskFitMixin:
             size = POOL_ROWS
             pool = data.draw_pool(size, rng)
             shape_passes, theta_at_shape = self._shape_on_cluster(data, pool)
+            alpha_passes, theta_at_alpha = self._alpha_on_cluster(data, pool)
             theta, ctx = self._pool_mode(*pool, data.n)
-            theta = theta if theta_at_shape is None else theta_at_shape
-            if theta.size > MAX_DENSE_LAPLACE:
-                raise ValueError(f"{theta.size} coefficients: a fit on a dask array keeps a "
-                                 f"dense Hessian (up to {MAX_DENSE_LAPLACE}); compute X into "
-                                 "memory.")
+            theta = next((t for t in (theta_at_shape, theta_at_alpha) if t is not None), theta)
             glm, alpha = ctx.glm, float(ctx.alpha)
             del ctx               # its per-row caches: the client keeps the pool only
             population, newton = population_mode(
                 data, glm, alpha, bool(self.fit_intercept), theta, float(self.temperature))
-            passes += 1 + shape_passes + newton
+            passes += 1 + shape_passes + alpha_passes + newton
             read, size, spent, more = self._sample_pools(data, population, pool, rng)
         self._count_dask_work(data, passes + more, read, size, spent)
         return self
@@ -97,16 +94,6 @@ class DaskFitMixin:
         if getattr(self, "class_weight", None) is not None:
             raise ValueError("class_weight is not available on a dask array yet; pass the "
                              "weights as sample_weight (a dask array of one weight per row).")
-        # found by passes on the cluster: ridge's alpha and noise_var (sums over
-        # the rows), the negative binomial's shape (Newton passes); logistic
-        # regression's alpha="auto" needs the rows in memory
-        on_cluster = {"shape"} | ({"alpha", "noise_var"}
-                                  if hasattr(self, "_hyperparameters_from_gram") else set())
-        for name in ("alpha", "noise_var", "shape"):
-            if name not in on_cluster and isinstance(getattr(self, name, None), str):
-                raise ValueError(
-                    f"{name}={getattr(self, name)!r} is estimated from the data in memory; "
-                    f"on a dask array pass a number for {name}.")
 
     def _encode_dask_targets(self, data):
         """Check and encode the targets and weights on the cluster: a
@@ -175,13 +162,45 @@ class DaskFitMixin:
         self.set_params(shape=shape)
         return passes[0] + k, theta
 
+    def _alpha_on_cluster(self, data, pool):
+        """Logistic regression's ``alpha="auto"``: the Laplace evidence of
+        every row, each trial alpha's mode and Hessian by Newton passes on
+        the cluster (:func:`~._dask_fit.population_mode`, the first from the
+        pool's mode at alpha = 1), maximised as in memory
+        (``_alpha_from_modes``); set as a parameter for this fit.  Returns
+        ``(passes, the mode at that alpha or None)``."""
+        search = getattr(self, "_alpha_from_modes", None)
+        if search is None or not isinstance(self.alpha, str):
+            return 0, None
+        from ._dask_fit import population_mode
+        with parameters_set(self, alpha=1.0):
+            start, ctx = self._pool_mode(*pool, data.n)
+        glm, fit_intercept = ctx.glm, bool(self.fit_intercept)
+        temperature = float(self.temperature)
+        del ctx
+        passes = [0]
+
+        def mode_at(alpha, theta):
+            population, k = population_mode(data, glm, alpha, fit_intercept, theta, temperature)
+            passes[0] += k
+            return population
+
+        alpha, theta = search(mode_at, start)
+        self.set_params(alpha=alpha)
+        return passes[0], theta
+
     def _pool_mode(self, X, y, w, n):
         """The posterior mode of a pool weighted up to n rows (in memory):
-        where the Newton passes on the cluster start."""
+        where the Newton passes on the cluster start.  Refuses more
+        coefficients than a dense Hessian on the client allows."""
         y = y if is_classifier(self) else self._encode_targets(y)
         weights = np.full(len(y), n / len(y)) * (1.0 if w is None else w)
         ctx = FitContext(X, y, self._make_glm(X, y), float(self.alpha),
                          bool(self.fit_intercept), 1, weights)
+        if ctx.dim > MAX_DENSE_LAPLACE:
+            raise ValueError(f"{ctx.dim} coefficients: a fit on a dask array keeps a "
+                             f"dense Hessian (up to {MAX_DENSE_LAPLACE}); compute X into "
+                             "memory.")
         self._fit_context_hook(ctx)       # the model's settings (ridge's noise variance)
         return ctx.mode(), ctx
 

@@ -88,6 +88,9 @@ class Population:
     n_rows : int
     chain_rows : int
         Chain ``c`` starts reading the pool at row ``c * chain_rows``.
+    potential : float
+        The potential ``U`` at the mode (prior included): with ``hessian``,
+        the Laplace evidence of logistic regression's ``alpha="auto"``.
     """
 
     mode: np.ndarray
@@ -95,6 +98,7 @@ class Population:
     data_gradient: np.ndarray
     n_rows: int
     chain_rows: int = 0
+    potential: float = np.nan
 
 
 # ------------------------------------------------------------- the blocks
@@ -271,7 +275,7 @@ def population_mode(data, glm, alpha, fit_intercept, theta, temperature):
         g = G + alpha * theta
         step = np.linalg.solve(H + prior, g)
         if np.sqrt(max(float(g @ step), 0.0)) <= MODE_TOL_SD * np.sqrt(temperature):
-            return Population(theta, H + prior, G, data.n), passes
+            return Population(theta, H + prior, G, data.n, potential=u), passes
         previous = (theta, u)
         theta = theta - step
     raise RuntimeError(f"the mode search on the cluster did not converge in "

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.sparse as sp
 from ._glm import GLM, linear_predictor, potential_and_grad
-from ._row_algebra import GRAM_DEAR_RATIO, ROW_CHUNK
+from ._row_algebra import GRAM_DEAR_RATIO, ROW_CHUNK, laplace_log_evidence
 from ._curvature import CurvatureMixin
 from ._mode_search import ModeSearchMixin
 from ._row_noise import RowNoiseMixin
@@ -239,14 +239,12 @@ class FitContext(ModeSearchMixin, CurvatureMixin, RowNoiseMixin):
         return None
 
     def laplace_log_evidence(self):
-        """``log p(y | alpha)`` by the Laplace approximation at the mode, up
-        to a constant that does not depend on alpha:
-        ``-U(theta_hat) + (dim / 2) log alpha - (1/2) log det H``.  Dense
-        Hessian (up to ``MAX_DENSE_LAPLACE`` parameters)."""
+        """``log p(y | alpha)`` by the Laplace approximation at the mode
+        (:func:`~._row_algebra.laplace_log_evidence`; dense Hessian, up to
+        ``MAX_DENSE_LAPLACE`` parameters)."""
         theta = self.mode()
         u, _ = self._counted_potential(theta)
-        return (-u + 0.5 * self.dim * np.log(self.alpha)
-                - 0.5 * np.linalg.slogdet(self.hessian_at(theta))[1])
+        return laplace_log_evidence(u, self.alpha, self.hessian_at(theta))
 
     def potential_and_grad(self, theta):
         """Exact ``U(theta)`` and its gradient (numpy)."""

@@ -98,6 +98,15 @@ def over_row_chunks(chunk_fn, n, chunk=ROW_CHUNK):
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def laplace_log_evidence(potential, alpha, hessian):
+    """``log p(y | alpha)`` by the Laplace approximation at a mode whose
+    potential is ``potential`` and whose Hessian (prior included, dense) is
+    ``hessian``, up to a constant that does not depend on alpha:
+    ``-U(theta_hat) + (dim / 2) log alpha - (1/2) log det H``."""
+    return (-potential + 0.5 * hessian.shape[0] * np.log(alpha)
+            - 0.5 * np.linalg.slogdet(hessian)[1])
+
+
 def dense_gram(Xc, w, fit_intercept):
     """``X_ext^T diag(w) X_ext`` of a row chunk (x_i with the constant
     column), dense (dext, dext), without the chunk's copy with that column

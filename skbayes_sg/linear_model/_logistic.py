@@ -12,7 +12,7 @@ from sklearn.utils.multiclass import check_classification_targets
 
 from .._dask_rows import rowwise
 from .._base import BaseSGMCMC, PosteriorPredictiveMixin, estimator_parameters
-from .._sampling._row_algebra import MAX_DENSE_LAPLACE
+from .._sampling._row_algebra import MAX_DENSE_LAPLACE, laplace_log_evidence
 from .._sampling._spectrum import (EVIDENCE_LOG_SE, EVIDENCE_PROBES,
                                    StochasticTrace, jackknife_se)
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
@@ -400,6 +400,15 @@ class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSG
         if isinstance(self.alpha, str):
             ctx.alpha = _laplace_evidence_alpha(ctx)
 
+    def _alpha_from_modes(self, mode_at, start):
+        """``alpha="auto"`` from the whole data's modes and Hessians found
+        elsewhere (a dask array's Newton passes on the cluster; see
+        :class:`_PopulationEvidence`), by the in-memory dense search.
+        Returns ``(alpha, the mode there)``."""
+        evidence = _PopulationEvidence(mode_at, start)
+        alpha = _maximise_evidence(evidence, "dense")
+        return alpha, evidence.found.mode
+
     def _encode_targets(self, y):
         check_classification_targets(y)
         if hasattr(self, "classes_") and self.warm_start and hasattr(self, "_chain_states"):
@@ -623,19 +632,31 @@ def _laplace_evidence_alpha(ctx):
     stochastic Lanczos quadrature of Hessian-vector products above
     (:class:`_QuadratureEvidence`).  The context is left at the final
     alpha, its mode to be found there."""
-    from scipy.optimize import minimize_scalar
-
     kind = "dense" if ctx.dim <= MAX_DENSE_LAPLACE else "quadrature"
     evidence = _DenseEvidence(ctx) if kind == "dense" else _QuadratureEvidence(ctx)
+    _maximise_evidence(evidence, kind)
+    return ctx.alpha
+
+
+def _maximise_evidence(evidence, kind):
+    """The search of :func:`_laplace_evidence_alpha` on ``evidence`` (its
+    ``fixed_point``, ``settle``, ``log_evidence`` and ``leave_at``), with
+    the tolerance of its ``kind`` ("dense" or "quadrature"): MacKay's fixed
+    point, then Brent on the evidence within ``EVIDENCE_BRACKET`` of it;
+    warns where the answer is an end of that bracket.  Returns alpha, where
+    ``evidence`` is left."""
+    from scipy.optimize import minimize_scalar
+
     log_alpha, slope = _log_fixed_point(evidence.fixed_point)
     evidence.settle(slope)
     bounds = (log_alpha - EVIDENCE_BRACKET, log_alpha + EVIDENCE_BRACKET)
     best = minimize_scalar(lambda x: -evidence.log_evidence(np.exp(x)), method="bounded",
                            bounds=bounds, options={"xatol": EVIDENCE_XATOL[kind]})
-    evidence.leave_at(np.exp(best.x))
+    alpha = float(np.exp(best.x))
+    evidence.leave_at(alpha)
     if min(best.x - bounds[0], bounds[1] - best.x) <= EVIDENCE_EDGE * EVIDENCE_XATOL[kind]:
-        _warn_evidence_at_edge(ctx.alpha, best.x < log_alpha)
-    return ctx.alpha
+        _warn_evidence_at_edge(alpha, best.x < log_alpha)
+    return alpha
 
 
 #: the search's answer within this many of its tolerances of an end of its
@@ -687,6 +708,13 @@ def _mackay_update(gamma, theta):
     return float(np.clip(gamma / max(float(theta @ theta), 1e-300), 1e-8, 1e8))
 
 
+def _dense_gamma(hessian, alpha):
+    """MacKay's ``gamma = sum_j lambda_j / (lambda_j + alpha)`` over the
+    likelihood's eigenvalues (``hessian``'s, prior included, less alpha)."""
+    lam = np.clip(np.linalg.eigvalsh(hessian) - alpha, 0.0, None)
+    return float(np.sum(lam / (lam + alpha)))
+
+
 class _DenseEvidence:
     """The evidence's spectrum from the dense Hessian at the mode (up to
     ``MAX_DENSE_LAPLACE`` parameters)."""
@@ -698,8 +726,7 @@ class _DenseEvidence:
         """MacKay's update ``gamma / |theta_hat|^2`` at ``alpha``."""
         self.ctx.set_alpha(alpha)
         theta = self.ctx.mode()
-        lam = np.clip(np.linalg.eigvalsh(self.ctx.hessian_at(theta)) - alpha, 0.0, None)
-        return _mackay_update(float(np.sum(lam / (lam + alpha))), theta)
+        return _mackay_update(_dense_gamma(self.ctx.hessian_at(theta), alpha), theta)
 
     def settle(self, slope):
         """Nothing to settle: the spectrum is exact."""
@@ -710,6 +737,38 @@ class _DenseEvidence:
 
     def leave_at(self, alpha):
         self.ctx.set_alpha(alpha)
+
+
+class _PopulationEvidence:
+    """The evidence from the whole data's modes and dense Hessians found
+    elsewhere: ``mode_at(alpha, start)`` returns one with ``mode``,
+    ``hessian`` (prior included) and ``potential`` (Newton passes on a
+    dask cluster, :func:`~.._dask_fit.population_mode`), each search
+    started at the last mode.  ``found``: the one at the alpha left at."""
+
+    def __init__(self, mode_at, start):
+        self.mode_at, self.start = mode_at, start
+        self.by_alpha, self.found = {}, None
+
+    def _at(self, alpha):
+        if alpha not in self.by_alpha:       # Brent's answer is a point it evaluated
+            self.by_alpha[alpha] = self.mode_at(alpha, self.start)
+            self.start = self.by_alpha[alpha].mode
+        return self.by_alpha[alpha]
+
+    def fixed_point(self, alpha):
+        found = self._at(alpha)
+        return _mackay_update(_dense_gamma(found.hessian, alpha), found.mode)
+
+    def settle(self, slope):
+        """Nothing to settle: the spectrum is exact."""
+
+    def log_evidence(self, alpha):
+        found = self._at(alpha)
+        return laplace_log_evidence(found.potential, alpha, found.hessian)
+
+    def leave_at(self, alpha):
+        self.found = self._at(alpha)
 
 
 class _QuadratureEvidence:
