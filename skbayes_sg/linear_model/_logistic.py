@@ -407,7 +407,7 @@ class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSG
         Returns ``(alpha, the mode there)``."""
         evidence = _PopulationEvidence(mode_at, start)
         alpha = _maximise_evidence(evidence, "dense")
-        return alpha, evidence.found.mode
+        return alpha, evidence.mode
 
     def _encode_targets(self, y):
         check_classification_targets(y)
@@ -744,17 +744,17 @@ class _PopulationEvidence:
     elsewhere: ``mode_at(alpha, start)`` returns one with ``mode``,
     ``hessian`` (prior included) and ``potential`` (Newton passes on a
     dask cluster, :func:`~.._dask_fit.population_mode`), each search
-    started at the last mode.  ``found``: the one at the alpha left at."""
+    started at the last mode.  Only the modes are kept (a Hessian is up to
+    ``MAX_DENSE_LAPLACE^2`` doubles); ``mode``: the one at the alpha left at."""
 
     def __init__(self, mode_at, start):
         self.mode_at, self.start = mode_at, start
-        self.by_alpha, self.found = {}, None
+        self.modes, self.mode = {}, None
 
     def _at(self, alpha):
-        if alpha not in self.by_alpha:       # Brent's answer is a point it evaluated
-            self.by_alpha[alpha] = self.mode_at(alpha, self.start)
-            self.start = self.by_alpha[alpha].mode
-        return self.by_alpha[alpha]
+        found = self.mode_at(alpha, self.modes.get(alpha, self.start))
+        self.modes[alpha] = self.start = found.mode
+        return found
 
     def fixed_point(self, alpha):
         found = self._at(alpha)
@@ -768,7 +768,8 @@ class _PopulationEvidence:
         return laplace_log_evidence(found.potential, alpha, found.hessian)
 
     def leave_at(self, alpha):
-        self.found = self._at(alpha)
+        """The mode at ``alpha``: Brent's answer is a point it evaluated."""
+        self.mode = self.modes[alpha]
 
 
 class _QuadratureEvidence:
