@@ -14,3 +14,16 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler (``KeyboardInterrupt``) for a test that
+    sends itself a real Ctrl-C, restored after: a shell's background job
+    starts with SIGINT ignored, and Python then leaves it ignored, so the
+    signal would do nothing and the test would fail for the shell's sake."""
+    import signal
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)

@@ -293,7 +293,7 @@ def test_a_pass_dask_gives_up_on_raises_a_clear_error(client):
     assert hits, "no pass task was seen running: nothing was killed"
 
 
-def test_ctrl_c_in_a_pass_stops_the_fit_and_its_tasks(client):
+def test_ctrl_c_in_a_pass_stops_the_fit_and_its_tasks(client, python_sigint):
     import os
     import signal
     import time

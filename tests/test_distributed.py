@@ -192,7 +192,7 @@ def test_a_chain_dask_gives_up_on_raises_a_clear_error(client):
     assert "out of memory" in message and "fit again" in message
 
 
-def test_ctrl_c_stops_the_fit_and_its_chains_on_the_cluster(client):
+def test_ctrl_c_stops_the_fit_and_its_chains_on_the_cluster(client, python_sigint):
     import os
     import signal
     import time
