@@ -144,7 +144,8 @@ def test_the_suite_collects_without_torch():
     """With torch unimportable, collection succeeds and every MLP test
     module is skipped (none imports torch at module level unguarded)."""
     # a finder that refuses torch (a None in sys.modules would confuse the
-    # libraries that look for torch there, such as scipy's array API check)
+    # libraries that look for torch there, such as scipy's array API check);
+    # collected in this one process (-n 0): xdist's workers would not have it
     code = ("import sys\n"
             "class NoTorch:\n"
             "    def find_spec(self, name, path=None, target=None):\n"
@@ -152,7 +153,7 @@ def test_the_suite_collects_without_torch():
             "            raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n"
             "sys.meta_path.insert(0, NoTorch())\n"
             "import pytest\n"
-            f"sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', "
+            f"sys.exit(pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider', '-n', '0', "
             f"'-m', '', {str(TESTS)!r}]))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
