@@ -103,6 +103,20 @@ def test_loss_grad_matches_autograd(activation, sizes, binary, weighted):
     np.testing.assert_allclose(out.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 
+def test_a_read_only_block_is_copied_and_a_writable_one_shared():
+    """pandas hands out read-only arrays, which torch shares only with a
+    warning to the user: the prediction's blocks copy those."""
+    rows = np.arange(12.0).reshape(4, 3)
+    shared = _torch_sampler.device_tensor(rows, "cpu", torch.float64)
+    assert shared.data_ptr() == rows.ctypes.data
+    rows.setflags(write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        copied = _torch_sampler.device_tensor(rows, "cpu", torch.float64)
+    assert copied.data_ptr() != rows.ctypes.data
+    np.testing.assert_array_equal(copied.numpy(), rows)
+
+
 # ---------------------------------------------------------------------------
 # (a) digits: BMA vs a single draw vs MLPClassifier
 # ---------------------------------------------------------------------------

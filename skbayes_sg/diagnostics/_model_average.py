@@ -69,7 +69,7 @@ class ModelAverageError:
                 f"Monte Carlo se {self.se:.4f}")
 
 
-def model_average_error(estimator, X, y, *, n_pieces="auto"):
+def model_average_error(estimator, X=None, y=None, *, n_pieces="auto"):
     """Finite-draw bias and Monte Carlo error of a fit's model-average
     log-loss on rows it was not fitted on.
 
@@ -85,13 +85,19 @@ def model_average_error(estimator, X, y, *, n_pieces="auto"):
 
     Parameters
     ----------
-    estimator : fitted SG-MCMC estimator or Pipeline ending in one
-        Any estimator of this package with draws (``coef_samples_``).
-    X : array-like of shape (n_rows, n_features)
+    estimator : fitted SG-MCMC estimator, Pipeline ending in one, or log likelihood
+        Any estimator of this package with draws (``coef_samples_``); or,
+        as :func:`loo` reads them, the draws' pointwise log likelihood of
+        the held-out rows: an array of shape (n_chains, n_draws, n_rows)
+        or an ArviZ export with a ``log_likelihood`` group (then without
+        ``X`` and ``y``).
+    X : array-like of shape (n_rows, n_features), optional
         Held-out rows (the training rows make the bias look small: the
-        draws agree on the rows they were fitted to).
-    y : array-like of shape (n_rows,)
-        Their targets (class labels for a classifier).
+        draws agree on the rows they were fitted to); required with an
+        estimator.
+    y : array-like of shape (n_rows,), optional
+        Their targets (class labels for a classifier); required with an
+        estimator.
     n_pieces : int or "auto", default="auto"
         Pieces to cut the draws into: ``"auto"`` the chains when there are
         at least 2, else 4 consecutive pieces of the one chain. An integer

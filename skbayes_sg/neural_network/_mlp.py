@@ -729,7 +729,10 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         (``n_warmup_`` stays the run's own; the continuation's is 0). Also
         the end of ``temperature="auto"``, for the model it chose."""
         from ..diagnostics import model_average_error
-        error = model_average_error(self, X[held], y[held])
+        # the rows are fit's validated array: read without validate_data,
+        # which would warn that a DataFrame's column names are missing
+        log_lik = self._validated_log_likelihood(X[held], y[held])
+        error = model_average_error(log_lik.reshape(*self.coef_samples_.shape[:2], -1))
         n_warmup = self.n_warmup_
         self._fit(X, y, self.classes_, self._check_params(), continuing=True, append=False,
                   weights=weights)

@@ -88,10 +88,9 @@ class NetworkPosteriorMixin:
                                                    self.max_draws_in_memory)
         with torch.no_grad():
             for r0 in range(0, X.shape[0], rows):
-                Xt = torch.as_tensor(X[r0:r0 + rows]).to(device=device, dtype=dtype)
+                Xt = backend.device_tensor(X[r0:r0 + rows], device, dtype)
                 for d0 in range(0, draws.shape[0], d_block):
-                    chunk = torch.as_tensor(draws[d0:d0 + d_block]).to(device=device,
-                                                                       dtype=dtype)
+                    chunk = backend.device_tensor(draws[d0:d0 + d_block], device, dtype)
                     lp = net.draws_log_proba(chunk, Xt).double().cpu().numpy()
                     yield (slice(d0, d0 + lp.shape[0]), slice(r0, r0 + lp.shape[1]), lp)
 
@@ -315,11 +314,16 @@ class NetworkPosteriorMixin:
         (read by :func:`skbayes_sg.diagnostics.loo` and ``compare``)."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return self._validated_log_likelihood(X, y).T
+
+    def _validated_log_likelihood(self, X, y):
+        """``log p(y_i | x_i, theta_s)`` of rows fit validated (no column
+        names to check), shape (n_chains * n_kept, n_rows)."""
         y = np.asarray(y).ravel()
         if not np.all(np.isin(y, self.classes_)):
             raise ValueError("y contains labels not in classes_.")
         loglik, _ = self._pointwise_export(X, np.searchsorted(self.classes_, y), False, None)
-        return loglik.T
+        return loglik
 
     def _pointwise_export(self, X, y_idx, posterior_predictive, random_state):
         """``(loglik, pred)``, each of shape (n_chains * n_kept, n_rows) or

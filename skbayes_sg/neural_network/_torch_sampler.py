@@ -276,6 +276,16 @@ def prediction_blocks(net, n_draws, max_draws):
     return d_block, rows
 
 
+def device_tensor(X, device, dtype):
+    """A numpy block (rows, draws) as a tensor on ``device``: shared with
+    numpy where it can be, copied where numpy's array is read-only (pandas
+    hands out a DataFrame's values so, joblib a memory-mapped fit's draws),
+    which torch cannot share without a warning to the user."""
+    if X.flags.writeable:
+        return torch.as_tensor(X).to(device=device, dtype=dtype)
+    return torch.tensor(X, device=device, dtype=dtype)
+
+
 def bma_log_proba(net, draws, X, *, device, dtype, max_draws):
     """Log of the Bayesian-model-average class probabilities.
 
@@ -304,12 +314,11 @@ def bma_log_proba(net, draws, X, *, device, dtype, max_draws):
     d_block, rows = prediction_blocks(net, n_draws, max_draws)
     out = np.empty((m, n_classes), dtype=np.float64)
     with torch.no_grad():
-        Xt_all = torch.as_tensor(X)
         for r0 in range(0, m, rows):
-            Xt = Xt_all[r0:r0 + rows].to(device=device, dtype=dtype)
+            Xt = device_tensor(X[r0:r0 + rows], device, dtype)
             acc = None
             for d0 in range(0, n_draws, d_block):
-                chunk = torch.as_tensor(draws[d0:d0 + d_block]).to(device=device, dtype=dtype)
+                chunk = device_tensor(draws[d0:d0 + d_block], device, dtype)
                 lp = torch.logsumexp(net.draws_log_proba(chunk, Xt), dim=0)
                 acc = lp if acc is None else torch.logaddexp(acc, lp)
             out[r0:r0 + rows] = acc.double().cpu().numpy()
@@ -346,13 +355,12 @@ def draws_log_likelihood(net, draws, X, y_idx, *, device, dtype, max_draws):
     d_block, rows = prediction_blocks(net, n_draws, max_draws)
     out = np.zeros(n_draws, dtype=np.float64)
     with torch.no_grad():
-        Xt_all = torch.as_tensor(X)
         yt_all = torch.as_tensor(np.asarray(y_idx, dtype=np.int64))
         for r0 in range(0, m, rows):
-            Xt = Xt_all[r0:r0 + rows].to(device=device, dtype=dtype)
+            Xt = device_tensor(X[r0:r0 + rows], device, dtype)
             yt = yt_all[r0:r0 + rows].to(device=device)
             for d0 in range(0, n_draws, d_block):
-                chunk = torch.as_tensor(draws[d0:d0 + d_block]).to(device=device, dtype=dtype)
+                chunk = device_tensor(draws[d0:d0 + d_block], device, dtype)
                 lp = net.draws_log_proba(chunk, Xt)                     # (d, rows, C)
                 picked = lp.gather(2, yt.view(1, -1, 1).expand(lp.shape[0], -1, 1))
                 out[d0:d0 + lp.shape[0]] += picked.sum(dim=(1, 2)).double().cpu().numpy()
