@@ -21,7 +21,7 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 from skbayes_sg.diagnostics import MCMCConvergenceWarning  # noqa: E402
 from skbayes_sg.neural_network import SGMCMCMLPClassifier  # noqa: E402
 from skbayes_sg.neural_network._network_temperature import (  # noqa: E402
-    COLD_TEMPERATURE, MIN_SELECTION_ROWS, candidate_settings, choose, row_log_loss)
+    COLD_TEMPERATURE, MIN_CHECK_ROWS, MIN_SELECTION_ROWS, candidate_settings, choose, row_log_loss)
 
 
 def _iris():
@@ -114,17 +114,24 @@ def test_warm_start_continues_the_choice_and_a_number_clears_it():
 
 @pytest.mark.usefixtures("one_torch_thread")
 def test_too_few_rows_to_choose_fit_the_posterior_as_temperature_one_does():
-    """Iris holds out 30 rows, fewer than MIN_SELECTION_ROWS: the fit is the
-    ``temperature=1`` fit, draw for draw (its warning included), with or
-    without ``validation_fraction``; data too small to stratify still fit."""
+    """Iris holds out 30 rows, fewer than MIN_SELECTION_ROWS but
+    MIN_CHECK_ROWS: the fit is the ``temperature=1`` fit checked on them,
+    draw for draw (its warning included), with or without
+    ``validation_fraction`` (the default share); data too small to hold out
+    30 rows, or to stratify, are the plain ``temperature=1`` fit."""
     X, y = _iris()
-    assert 0.2 * len(y) < MIN_SELECTION_ROWS
+    assert MIN_CHECK_ROWS <= 0.2 * len(y) < MIN_SELECTION_ROWS
     for fraction in (None, 0.2):
         auto = _quiet(_small(temperature="auto", validation_fraction=fraction), X, y)
-        plain = _quiet(_small(temperature=1.0, validation_fraction=fraction), X, y)
+        plain = _quiet(_small(temperature=1.0, validation_fraction=0.2), X, y)
         np.testing.assert_array_equal(auto.coef_samples_, plain.coef_samples_)
         assert auto.temperature_ == 1.0 and auto.temperature_selection_ is None
-        assert hasattr(auto, "validation_error_") == (fraction is not None)
+        assert auto.validation_error_.n_rows == 30 and auto.validation_fraction_ == 0.2
+    few = np.r_[0:20, 50:70, 100:120]                         # 60 rows: 12 held out
+    auto = _quiet(_small(temperature="auto"), X[few], y[few])
+    plain = _quiet(_small(temperature=1.0), X[few], y[few])
+    np.testing.assert_array_equal(auto.coef_samples_, plain.coef_samples_)
+    assert not hasattr(auto, "validation_error_")
     tiny = np.arange(12.0).reshape(6, 2), np.array([0, 0, 1, 1, 2, 2])
     assert _quiet(_small(temperature="auto"), *tiny).temperature_ == 1.0
     # a fraction the user set must stratify
