@@ -122,8 +122,9 @@ def test_small_data_at_the_defaults_warn_on_the_prediction_not_the_weights():
     """Wine (178 rows) holds out too few rows to choose a model, enough to
     check one: the default fit is the posterior checked on 36 held-out rows,
     silent (seeds 0-3 measured; the weight-norm check it had before warned
-    on every seed: split R-hat 1.9, 'worth 6 independent' draws); a run
-    too short to trust still warns, on the prediction."""
+    on seeds 0-3 of wine and iris: split R-hat 1.5-2.2, "worth 6-8
+    independent" draws); a run too short to trust still warns, on the
+    prediction."""
     from sklearn.datasets import load_wine
 
     X, y = load_wine(return_X_y=True)
