@@ -21,7 +21,8 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 from skbayes_sg.diagnostics import MCMCConvergenceWarning  # noqa: E402
 from skbayes_sg.neural_network import SGMCMCMLPClassifier  # noqa: E402
 from skbayes_sg.neural_network._network_temperature import (  # noqa: E402
-    COLD_TEMPERATURE, MIN_CHECK_ROWS, MIN_SELECTION_ROWS, candidate_settings, choose, row_log_loss)
+    COLD_TEMPERATURE, MIN_CHECK_ROWS, MIN_SELECTION_ROWS, candidate_settings, choose,
+    row_log_loss)
 
 
 def _iris():

@@ -198,8 +198,8 @@ class NetworkTemperatureMixin:
                              required=self.validation_fraction is not None)
         if held is None or held.sum() < MIN_SELECTION_ROWS:
             checked = held is not None and held.sum() >= MIN_CHECK_ROWS
-            self._fit_as({"temperature": 1.0,
-                          "validation_fraction": fraction if checked else self.validation_fraction},
+            check = fraction if checked else self.validation_fraction
+            self._fit_as({"temperature": 1.0, "validation_fraction": check},
                          X, y, sample_weight, continuing=False, temperature_selection_=None)
             return self
         self._select_temperature(X, y, sample_weight, held, fraction)
