@@ -443,8 +443,9 @@ def test_csv_mlp_report_and_npz(csv_classification, tmp_path, capsys):
     assert "log-likelihood of 192 training rows per draw" in text
     assert "Convergence" in text
     assert not any(line.startswith("parameter ") for line in text.splitlines())  # no table
-    accuracy = float(text.split("Held-out: accuracy ")[1].split(",")[0])
-    log_loss = float(text.split("log-loss ")[1].split()[0])
+    held_out = text.split("Held-out: accuracy ")[1].splitlines()[0]
+    accuracy = float(held_out.split(",")[0])
+    log_loss = float(held_out.split("log-loss ")[1].split()[0])
     assert accuracy > 0.75 and 0 < log_loss < 0.6
 
     saved = np.load(out, allow_pickle=False)
