@@ -36,12 +36,10 @@ class NetworkRunMixin:
     def _tensors(self, torch, X, y_idx, weights, binary, device, dtype):
         """The rows (without a copy where they already are what the chains
         read), class indices and weights as tensors on ``device``."""
-        X = np.asarray(X)
-        if (device == "cpu" and X.dtype == np.dtype(self.dtype)
-                and X.flags.c_contiguous and X.flags.writeable):
-            Xt = torch.from_numpy(X)  # no copy; the chains never write to it
-        else:
-            Xt = torch.tensor(X, dtype=dtype, device=device)
+        from ._torch_sampler import device_tensor   # imports torch: fit only
+
+        # contiguous rows (index_select per minibatch), shared where they can be
+        Xt = device_tensor(np.ascontiguousarray(X), device, dtype)
         if binary:
             yt = torch.tensor(y_idx, dtype=dtype, device=device)
         else:
