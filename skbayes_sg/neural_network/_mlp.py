@@ -648,8 +648,8 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
 
         Parameters
         ----------
-        X : array-like of shape (n_rows, n_features)
-            Training data.
+        X : {array-like, sparse matrix} of shape (n_rows, n_features)
+            Training data (sparse rows are made dense a minibatch at a time).
         y : array-like of shape (n_rows,)
             Class labels (at least two classes).
         sample_weight : array-like of shape (n_rows,), default=None
@@ -691,7 +691,8 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
             row on the held-out rows, naming the ``thin`` to use.
         """
         hidden = self._check_params()
-        X, y = validate_data(self, X, y, reset=True, dtype=[np.float64, np.float32])
+        X, y = validate_data(self, X, y, reset=True, accept_sparse="csr",
+                             dtype=[np.float64, np.float32])
         check_classification_targets(y)
         weights = self._row_weights(X, y, sample_weight)
         classes = np.unique(y)
@@ -785,8 +786,8 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
 
         Parameters
         ----------
-        X : array-like of shape (n_rows, n_features)
-            Training data.
+        X : {array-like, sparse matrix} of shape (n_rows, n_features)
+            Training data (sparse rows are made dense a minibatch at a time).
         y : array-like of shape (n_rows,)
             Class labels, a subset of ``classes``.
         classes : array-like of shape (n_classes,), default=None
@@ -809,7 +810,8 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
                 "partial_fit runs each call's rows once and does not warn, so it has no run "
                 "to check on held-out rows: set validation_fraction=None (fit checks a run "
                 "with it).")
-        X, y = validate_data(self, X, y, reset=first, dtype=[np.float64, np.float32])
+        X, y = validate_data(self, X, y, reset=first, accept_sparse="csr",
+                             dtype=[np.float64, np.float32])
         check_classification_targets(y)
         if first:
             if classes is None:
@@ -881,7 +883,7 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
             # the rows of the convergence trace; partial_fit keeps its first ones
             m = min(n_rows, DIAGNOSTIC_ROWS)
             rows = (np.arange(m) * n_rows) // m
-            self._diagnostic_rows = (np.array(X[rows]), y_idx[rows])
+            self._diagnostic_rows = (X[rows].copy(), y_idx[rows])
         self._store_fit(net, classes, states, modes, counts, run, params, device, batch_size,
                         continuing)
         if progress is not None:
@@ -891,9 +893,9 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         return self
 
     def __sklearn_tags__(self):
-        """Estimator tags: dense input only, no missing values, multiclass."""
+        """Estimator tags: dense or sparse (CSR) input, no missing values, multiclass."""
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = True
         tags.input_tags.allow_nan = False
         tags.classifier_tags.multi_class = True
         tags.classifier_tags.multi_label = False

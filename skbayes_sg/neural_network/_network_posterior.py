@@ -13,6 +13,13 @@ from .._sampling.samplers import BY_NAME as SAMPLER_MODULES
 from ._backend import _import_torch_backend
 
 
+def _validated_rows(estimator, X):
+    """``X`` checked against the fitted estimator (features, finite values):
+    dense rows as float32/64 arrays, sparse ones as CSR."""
+    return validate_data(estimator, X, reset=False, accept_sparse="csr",
+                         dtype=[np.float64, np.float32])
+
+
 class NetworkPosteriorMixin:
     """Predictions and diagnostics of a fitted
     :class:`~._mlp.SGMCMCMLPClassifier`."""
@@ -29,7 +36,7 @@ class NetworkPosteriorMixin:
 
         Parameters
         ----------
-        X : array-like of shape (n_rows, n_features)
+        X : {array-like, sparse matrix} of shape (n_rows, n_features)
             Input data.
 
         Returns
@@ -38,7 +45,7 @@ class NetworkPosteriorMixin:
             Log-probabilities, columns in the order of ``classes_``.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = _validated_rows(self, X)
         backend = _import_torch_backend()
         import torch
 
@@ -56,7 +63,7 @@ class NetworkPosteriorMixin:
         weights, has no permutation symmetry (the command line's convergence
         check). The labels must be in ``classes_``."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = _validated_rows(self, X)
         y = np.asarray(y)
         if not np.all(np.isin(y, self.classes_)):
             raise ValueError("y contains labels not in classes_.")
@@ -287,7 +294,7 @@ class NetworkPosteriorMixin:
         and ``lp``, the log posterior of every draw (else None); the
         ``posterior_predictive`` group when asked; and the number of rows."""
         chains, n_draws = self.coef_samples_.shape[:2]
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = _validated_rows(self, X)
         y_idx = None
         if y is not None:
             y = np.asarray(y).ravel()
@@ -313,7 +320,7 @@ class NetworkPosteriorMixin:
         n_chains * n_kept), draws chain-major, as the linear estimators'
         (read by :func:`skbayes_sg.diagnostics.loo` and ``compare``)."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = _validated_rows(self, X)
         return self._validated_log_likelihood(X, y).T
 
     def _validated_log_likelihood(self, X, y):
@@ -355,7 +362,7 @@ class NetworkPosteriorMixin:
 
         Parameters
         ----------
-        X : array-like of shape (n_rows, n_features)
+        X : {array-like, sparse matrix} of shape (n_rows, n_features)
             Input data.
 
         Returns
@@ -372,7 +379,7 @@ class NetworkPosteriorMixin:
 
         Parameters
         ----------
-        X : array-like of shape (n_rows, n_features)
+        X : {array-like, sparse matrix} of shape (n_rows, n_features)
             Input data.
 
         Returns

@@ -5,6 +5,7 @@ import math
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 
 from ._schedules import schedule_plan
 from .._sampling._draws import MIN_STORED, resolve_budget
@@ -36,10 +37,13 @@ class NetworkRunMixin:
     def _tensors(self, torch, X, y_idx, weights, binary, device, dtype):
         """The rows (without a copy where they already are what the chains
         read), class indices and weights as tensors on ``device``."""
-        from ._torch_sampler import device_tensor   # imports torch: fit only
+        # imports torch: fit only
+        from ._torch_sampler import SparseRows, device_tensor
 
-        # contiguous rows (index_select per minibatch), shared where they can be
-        Xt = device_tensor(np.ascontiguousarray(X), device, dtype)
+        if sp.issparse(X):      # made dense a minibatch at a time
+            Xt = SparseRows(X, device, dtype)
+        else:   # contiguous rows (index_select per minibatch), shared where they can be
+            Xt = device_tensor(np.ascontiguousarray(X), device, dtype)
         if binary:
             yt = torch.tensor(y_idx, dtype=dtype, device=device)
         else:
