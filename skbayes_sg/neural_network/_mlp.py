@@ -883,7 +883,7 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
             # the rows of the convergence trace; partial_fit keeps its first ones
             m = min(n_rows, DIAGNOSTIC_ROWS)
             rows = (np.arange(m) * n_rows) // m
-            self._diagnostic_rows = (X[rows].copy(), y_idx[rows])
+            self._diagnostic_rows = (X[rows], y_idx[rows])   # a copy (rows indexed)
         self._store_fit(net, classes, states, modes, counts, run, params, device, batch_size,
                         continuing)
         if progress is not None:

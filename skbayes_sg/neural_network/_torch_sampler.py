@@ -342,7 +342,7 @@ class SparseRows:
 
     def __getitem__(self, rows):
         """A slice of rows, dense."""
-        return self._dense(np.arange(self.shape[0])[rows])
+        return self._dense(np.arange(*rows.indices(self.shape[0])))
 
 
 def bma_log_proba(net, draws, X, *, device, dtype, max_draws):
