@@ -37,6 +37,91 @@ class _Adam:
         self.param.addcdiv_(self.m, self.denom, value=-self.lr / (1.0 - b1 ** self.t))
 
 
+def stacked_batch_grad(runners, theta, out, views=None, gviews=None):
+    """Each chain's next minibatch gradient, all in one batched pass.
+
+    Parameters
+    ----------
+    runners : list of ChainRunner
+        ``C`` chains on the same network and rows; each draws its next
+        minibatch (:meth:`NetworkGradientsMixin.next_batch`, its own
+        generator) as its own estimate would.
+    theta : tensor of shape (C, P)
+        Row ``c``: where chain ``c``'s gradient is taken.
+    out : tensor of shape (C, P)
+        Row ``c`` receives chain ``c``'s summed minibatch gradient.
+    views, gviews : list, optional
+        ``net.views(theta)`` and ``net.views(out)``, precomputed.
+
+    Returns
+    -------
+    loss : tensor of shape (C,)
+    """
+    first = runners[0]
+    C, b = len(runners), first.b
+    rows = []
+    for runner in runners:
+        rows.append(runner.next_batch())
+        runner.n_grad_evals += b
+    rows = torch.cat(rows)
+    X = first.X.index_select(0, rows)
+    weights = None if first.w is None else first.w.index_select(0, rows).view(C, b)
+    return first.net.loss_grad(theta, X.view(C, b, X.shape[1]),
+                               first.y.index_select(0, rows).view(C, b), out,
+                               views, gviews, weights)
+
+
+def adam_modes(runners, theta):
+    """The modes Adam finds from ``theta``, one chain or several together.
+
+    ``map_epochs`` passes of minibatches of size ``batch_size`` on ``U(theta)
+    / n_eff`` (``n_eff`` the total weight: ``n`` without weights) with
+    learning rate ``map_learning_rate``. The mode of ``exp(-U / T)`` is that
+    of ``U`` at every temperature.
+
+    Parameters
+    ----------
+    runners : list of ChainRunner
+        One chain, or several fresh chains on the same network, rows and
+        prior (their minibatch gradients then come from
+        :func:`stacked_batch_grad`; Adam's update is elementwise, so each
+        chain's is its own).
+    theta : tensor of shape (P,) or (len(runners), P)
+        The starts (a row each for several chains).
+
+    Returns
+    -------
+    tensor of the shape of ``theta``
+        A new tensor (``theta`` itself when ``map_epochs`` is 0).
+    """
+    first = runners[0]
+    p = first.p
+    steps = int(math.ceil(first.n / first.b)) * int(p["map_epochs"])
+    if steps <= 0:
+        return theta
+    w = theta.clone()
+    buf = torch.empty_like(w)
+    grad = torch.empty_like(w)
+    adam = _Adam(w, p["map_learning_rate"])
+    alpha = p["alpha"]
+    views, gviews = first.net.views(w), first.net.views(buf)
+    for _ in range(steps):
+        if w.dim() == 1:
+            first.batch_grad(w, first.next_batch(), buf)
+        else:
+            stacked_batch_grad(runners, w, buf, views, gviews)
+        grad.copy_(buf).mul_(first.scale).add_(w, alpha=alpha)
+        first.add_prior_grad(grad, w, 1.0).div_(first.n_eff)
+        adam.step(grad)
+    if not bool(torch.isfinite(w).all()):
+        raise SamplingDivergedError(
+            "The Adam search for the mode (subsampling='cv' or init='mode') "
+            f"diverged (map_learning_rate={p['map_learning_rate']!r}); try "
+            f"map_learning_rate={p['map_learning_rate'] / 10:g}."
+        )
+    return w
+
+
 class NetworkGradientsMixin:
     """The gradient estimates of a network chain (they read its net, data,
     parameters and state)."""
@@ -98,33 +183,9 @@ class NetworkGradientsMixin:
         self.anchor_grad = self.full_grad(st["anchor"])
 
     def _adam_mode(self, theta):
-        """The mode Adam finds from ``theta``: ``map_epochs`` passes of
-        minibatches of size ``batch_size`` on ``U(theta) / n_eff`` (``n_eff``
-        the total weight: ``n`` without weights) with learning rate
-        ``map_learning_rate``. The mode of ``exp(-U / T)`` is that of ``U``
-        at every temperature. Returns a new tensor (``theta`` itself when
-        ``map_epochs`` is 0).
-        """
-        steps = int(math.ceil(self.n / self.b)) * int(self.p["map_epochs"])
-        if steps > 0:
-            w = theta.clone()
-            grad = torch.empty_like(w)
-            adam = _Adam(w, self.p["map_learning_rate"])
-            alpha = self.p["alpha"]
-            for _ in range(steps):
-                idx = self.next_batch()
-                self.batch_grad(w, idx, self.grad_buf)
-                grad.copy_(self.grad_buf).mul_(self.scale).add_(w, alpha=alpha)
-                self.add_prior_grad(grad, w, 1.0).div_(self.n_eff)
-                adam.step(grad)
-            theta = w
-            if not bool(torch.isfinite(theta).all()):
-                raise SamplingDivergedError(
-                    "The Adam search for the mode (subsampling='cv' or init='mode') "
-                    f"diverged (map_learning_rate={self.p['map_learning_rate']!r}); try "
-                    f"map_learning_rate={self.p['map_learning_rate'] / 10:g}."
-                )
-        return theta
+        """The mode Adam finds from ``theta``: :func:`adam_modes` of this
+        chain alone."""
+        return adam_modes([self], theta)
 
     # ----------------------------------------------------------- estimators
     def estimate(self, theta, buf=None):

@@ -1,6 +1,6 @@
 """The network estimator's run: the data as tensors, the run length and step
-schedule, the chains one after the other, and the fit's attributes beside
-the draws (:class:`NetworkRunMixin`)."""
+schedule, the chains (stepped together where their steps allow:
+:mod:`._net_lockstep`), and the fit's attributes beside the draws (:class:`NetworkRunMixin`)."""
 import math
 import warnings
 
@@ -102,17 +102,20 @@ class NetworkRunMixin:
 
     def _run_chains(self, backend, torch, net, tensors, params, run, device, dtype,
                     continuing):
-        """The chains, one after the other: ``(draws, states, modes, counts,
+        """The chains (stepped together where they can, else one after the
+        other: :mod:`._net_lockstep`): ``(draws, states, modes, counts,
         progress)`` with ``counts`` the gradient evaluations and EWSG's
         acceptances, ``progress`` the progress line (verbose) or None."""
+        # torch's modules: imported by fit only (the backend is loaded)
+        from ._net_lockstep import run_chains, search_modes
         Xt, yt, wt = tensors
         n_keep, n_steps, n_warmup = run["n_keep"], run["n_steps"], run["n_warmup"]
         draws = np.empty((len(run["states"]), n_keep, net.n_params), dtype=np.float32)
         new_states, modes = [], []
         accepted = proposals = n_grad_evals = 0
         metropolis = []   # per chain: (acceptance sum, proposals, step)
-        # one progress line for the chains (run one after the other) and a
-        # final one with ESS and R-hat, as the linear estimators
+        # one progress line for the chains and a final one with ESS and
+        # R-hat, as the linear estimators
         progress = FitProgress(len(run["states"]), self.verbose) if self.verbose else None
         if progress is not None:
             progress.expect("warm-up and sampling" if n_warmup else "sampling", n_steps,
@@ -121,20 +124,27 @@ class NetworkRunMixin:
         with torch.no_grad(), progress_guard(progress), \
                 interrupt_note(type(self).__name__, continuing), \
                 backend.step_threads(net, min(int(params["batch_size"]), Xt.shape[0]), device):
-            for c, (saved, seed) in enumerate(zip(run["states"], run["seeds"])):
+            runners, fresh = [], []
+            for saved, seed in zip(run["states"], run["seeds"]):
                 gen = torch.Generator(device=device)
                 gen.manual_seed(seed)
                 runner = backend.ChainRunner(net, Xt, yt, params, gen, weights=wt)
                 if saved is None:
-                    runner.init_state()
+                    runner.init_state(search_mode=False)
+                    fresh.append(runner)
                 else:
                     runner.load_state(saved)
-                if self.subsampling == "cv":
-                    modes.append(runner.state["anchor"].float().cpu().numpy())
-                out = torch.empty((n_keep, net.n_params), dtype=dtype)
-                runner.run(n_steps, n_warmup=n_warmup, thin=run["thin"], samples=out,
-                           step_factors=run["step_factors"], keep=run["keep"],
-                           progress=progress)
+                runners.append(runner)
+            search_modes(fresh)
+            if self.subsampling == "cv":
+                modes = [r.state["anchor"].float().cpu().numpy() for r in runners]
+            outs = [torch.empty((n_keep, net.n_params), dtype=dtype) for _ in runners]
+            # together where each step is one plain minibatch gradient
+            # (_net_lockstep): one batched gradient a step for every chain
+            run_chains(runners, n_steps, n_warmup=n_warmup, thin=run["thin"],
+                       samples=outs, step_factors=run["step_factors"],
+                       keep=run["keep"], progress=progress)
+            for c, (runner, out) in enumerate(zip(runners, outs)):
                 draws[c] = out.float().numpy()
                 new_states.append(runner.dump_state())
                 n_grad_evals += runner.n_grad_evals

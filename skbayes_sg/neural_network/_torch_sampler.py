@@ -23,6 +23,7 @@ operations.
 """
 
 import contextlib
+import dataclasses
 import math
 
 import numpy as np
@@ -54,6 +55,27 @@ def torch_dtype(name):
     return {"float32": torch.float32, "float64": torch.float64}[name]
 
 
+def _T(x):
+    """``x`` with its last two axes swapped (a matrix's, or each of a stack's,
+    transpose)."""
+    return x.transpose(-1, -2)
+
+
+def _affine(b, a, W):
+    """``b + a W``: one matrix (``torch.addmm``) or a stack (``torch.baddbmm``)."""
+    return torch.addmm(b, a, W) if a.dim() == 2 else torch.baddbmm(b, a, W)
+
+
+def _mm(a, b, out=None):
+    """``a b``: one matrix (``torch.mm``) or a stack (``torch.bmm``)."""
+    return torch.mm(a, b, out=out) if a.dim() == 2 else torch.bmm(a, b, out=out)
+
+
+def _dot(v, w):
+    """``sum_i v_i w_i`` over the last axis (one dot product per chain)."""
+    return torch.dot(v, w) if v.dim() == 1 else (v * w).sum(dim=-1)
+
+
 class MLPNet:
     """A fully connected network on a flat parameter vector.
 
@@ -83,9 +105,17 @@ class MLPNet:
 
     # ------------------------------------------------------------------ views
     def views(self, flat):
-        """Return ``[(W_l, b_l), ...]`` as views of a flat ``(P,)`` tensor."""
+        """Return ``[(W_l, b_l), ...]`` as views of a flat tensor.
+
+        ``flat`` of shape ``(P,)`` gives ``W_l`` of shape ``(fan_in,
+        fan_out)`` and ``b_l`` of shape ``(1, fan_out)``; a stack of chains,
+        shape ``(C, P)``, gives ``(C, fan_in, fan_out)`` and ``(C, 1,
+        fan_out)`` (:meth:`stacked_views`).
+        """
+        if flat.dim() == 2:
+            return self.stacked_views(flat)
         return [
-            (flat[w0:b0].view(fi, fo), flat[b0:end])
+            (flat[w0:b0].view(fi, fo), flat[b0:end].view(1, fo))
             for fi, fo, w0, b0, end in self.layers
         ]
 
@@ -146,21 +176,22 @@ class MLPNet:
         return torch.addmm(b, a, W)
 
     def loss_grad(self, flat, X, y, out, views=None, gviews=None, weights=None):
-        """Summed cross-entropy over the rows of ``X`` and its gradient.
+        """Summed cross-entropy over the rows of ``X`` and its gradient, for
+        one chain or for a stack of chains at once.
 
         Parameters
         ----------
-        flat : tensor of shape (P,)
-            Parameters.
-        X : tensor of shape (m, n_features)
-            Rows.
-        y : tensor of shape (m,)
+        flat : tensor of shape (P,) or (C, P)
+            Parameters (of ``C`` chains: each row a chain's).
+        X : tensor of shape (m, n_features) or (C, m, n_features)
+            Rows (each chain its own).
+        y : tensor of shape (m,) or (C, m)
             Class indices (int64) for softmax outputs, 0/1 floats for binary.
-        out : tensor of shape (P,)
+        out : tensor of shape (P,) or (C, P)
             Receives ``sum_i grad CE(y_i, f(x_i))`` (overwritten).
         views, gviews : list, optional
             Precomputed ``self.views(flat)`` and ``self.views(out)``.
-        weights : tensor of shape (m,), optional
+        weights : tensor of shape (m,) or (C, m), optional
             Frequency weights ``w_i`` of the rows: the loss and the gradient
             are then ``sum_i w_i CE(y_i, f(x_i))`` and its gradient (each row's
             output error is scaled by ``w_i`` before the backward matmuls, so
@@ -168,9 +199,14 @@ class MLPNet:
 
         Returns
         -------
-        loss : 0-d tensor
+        loss : tensor of shape () or (C,)
             ``sum_i w_i CE(y_i, f(x_i))`` (``w_i = 1`` without ``weights``;
             stays on the device: no sync).
+
+        A stack of chains runs the same operations batched (``torch.bmm``
+        in place of ``torch.mm``), so one pass of Python serves every chain;
+        each chain's numbers are its own gradient's to rounding (the
+        products of a batch may take another kernel).
         """
         if views is None:
             views = self.views(flat)
@@ -179,7 +215,7 @@ class MLPNet:
         acts = [X]
         a = X
         for W, b in views[:-1]:
-            a = self._act(torch.addmm(b, a, W))
+            a = self._act(_affine(b, a, W))
             acts.append(a)
         last = len(views) - 1
         W, b = views[last]
@@ -189,47 +225,48 @@ class MLPNet:
         # outputs BLAS is several times faster so (MKL, 200 x 100 rows by 10
         # outputs: 12-16 us against 36-40 us either way); a transposed out=
         # is slower still (84 us), hence the copy
-        gW.t().copy_(torch.mm(dz_t, a))
-        torch.sum(dz_t, dim=1, out=gb)
+        _T(gW).copy_(_mm(dz_t, a))
+        torch.sum(dz_t, dim=-1, keepdim=True, out=_T(gb))
         if last == 0:
             return loss
-        dz = self._act_backward(a, torch.mm(dz_t.t(), W.t()))
+        dz = self._act_backward(a, _mm(_T(dz_t), _T(W)))
         for layer in range(last - 1, -1, -1):
             W, _ = views[layer]
             gW, gb = gviews[layer]
             a_prev = acts[layer]
-            torch.mm(a_prev.t(), dz, out=gW)
-            torch.sum(dz, dim=0, out=gb)
+            _mm(_T(a_prev), dz, out=gW)
+            torch.sum(dz, dim=-2, keepdim=True, out=gb)
             if layer > 0:
-                dz = self._act_backward(a_prev, torch.mm(dz, W.t()))
+                dz = self._act_backward(a_prev, _mm(dz, _T(W)))
         return loss
 
     def _output_error(self, a, W, b, y, weights):
         """The summed (weighted) cross-entropy of the output layer and its
-        error ``dCE/dz`` transposed, shape ``(n_outputs, m)``."""
+        error ``dCE/dz`` with the outputs as rows, shape ``(n_outputs, m)``
+        (``(C, n_outputs, m)`` for a stack of chains)."""
         if self.binary:
-            z1 = torch.addmm(b, a, W)[:, 0]
+            z1 = _affine(b, a, W)[..., 0]
             ce = torch.nn.functional.softplus(z1) - y * z1
-            loss = ce.sum() if weights is None else torch.dot(ce, weights)
+            loss = ce.sum(dim=-1) if weights is None else _dot(ce, weights)
             # clamping keeps sigmoid(z) away from subnormal floats, whose
             # arithmetic is ~100x slower on CPUs (changes it by < 1e-34)
             lim = _LOGIT_CLAMP[z1.dtype]
-            dz_t = torch.sigmoid(z1.clamp(-lim, lim)).sub_(y).unsqueeze_(0)
+            dz_t = torch.sigmoid(z1.clamp(-lim, lim)).sub_(y).unsqueeze_(-2)
         else:
-            z_t = torch.addmm(b.unsqueeze(1), W.t(), a.t())
-            log_p = torch.log_softmax(z_t, dim=0)
-            picked = log_p.gather(0, y.unsqueeze(0))[0]
-            loss = -(picked.sum() if weights is None else torch.dot(picked, weights))
+            z_t = _affine(_T(b), _T(W), _T(a))
+            log_p = torch.log_softmax(z_t, dim=-2)
+            rows = y.unsqueeze(-2)
+            picked = log_p.gather(-2, rows).squeeze_(-2)
+            loss = -(picked.sum(dim=-1) if weights is None else _dot(picked, weights))
             # log-probabilities clamped above log(smallest normal float):
             # subnormal probabilities make the backward matmuls ~100x slower
             dz_t = torch.exp(log_p.clamp_(min=-_LOGIT_CLAMP[z_t.dtype]))
-            minus_one = torch.full((1, dz_t.shape[1]), -1.0, dtype=dz_t.dtype,
-                                   device=dz_t.device)
-            dz_t.scatter_add_(0, y.unsqueeze(0), minus_one)
+            minus_one = torch.full(rows.shape, -1.0, dtype=dz_t.dtype, device=dz_t.device)
+            dz_t.scatter_add_(-2, rows, minus_one)
         if weights is not None:
             # d(sum_i w_i CE_i)/dz_i = w_i dCE_i/dz_i; the backward pass is
             # linear in dz, so every layer's gradient is weighted from here
-            dz_t.mul_(weights.unsqueeze(0))
+            dz_t.mul_(weights.unsqueeze(-2))
         return loss, dz_t
 
     # ------------------------------------------------------------ prediction
@@ -426,6 +463,30 @@ def draws_log_likelihood(net, draws, X, y_idx, *, device, dtype, max_draws):
     return out
 
 
+@dataclasses.dataclass
+class _Run:
+    """What :meth:`ChainRunner.advance` reads during one run (see
+    :meth:`ChainRunner.run`), and the run's counts so far."""
+
+    n_steps: int
+    n_warmup: int
+    thin: int
+    samples: object
+    progress: object
+    step_factors: object
+    keep: object
+    stepper: object
+    h0: float
+    gibbs_every: int
+    estimate: object
+    svrg: bool
+    period: int
+    report_every: int
+    loss_acc: object
+    n_acc: int = 0
+    kept: int = 0
+
+
 class ChainRunner(NetworkGradientsMixin):
     """Run one SG-MCMC chain on a data set held on the device.
 
@@ -602,11 +663,12 @@ class ChainRunner(NetworkGradientsMixin):
             out.normal_(generator=self.g)
         return out
 
-    def init_state(self):
+    def init_state(self, search_mode=True):
         """Fresh chain: Glorot-initialised parameters, then the dynamics'
-        entries (momentum ~ N(0, T I), thermostat, ...); with ``init="mode"``
-        (or ``subsampling="cv"``) the parameters then move to the mode Adam
-        finds from there, each chain its own."""
+        entries (momentum ~ N(0, T I), thermostat, ...); then, where
+        ``search_mode``, :meth:`search_mode` (``init="mode"`` or
+        ``subsampling="cv"``: the mode Adam finds from there, each chain its
+        own)."""
         theta = self.net.init_params(self.g, self.device, self.dtype)
         self._seed_normal_stream()
         st = {"theta": theta, "perm": None, "pos": 0, "step": 0,
@@ -615,11 +677,19 @@ class ChainRunner(NetworkGradientsMixin):
               "mh_step": None}
         self.dynamics.init_state(st)
         self.state = st
+        if search_mode:
+            self.search_mode()
+        return st
+
+    def search_mode(self):
+        """A fresh chain's move to its mode: with ``subsampling="cv"`` to the
+        mode it anchors on, with ``init="mode"`` to the mode Adam finds from
+        its start, else nowhere (:func:`._net_lockstep.search_modes` runs
+        the Adam searches of several chains together)."""
         if self.p["subsampling"] == "cv":
             self._find_mode()      # the chain starts at the mode it anchors on
         elif self.p.get("init", "auto") == "mode":
-            st["theta"] = self._adam_mode(theta)
-        return st
+            self.state["theta"] = self._adam_mode(self.state["theta"])
 
     def dump_state(self):
         """Numpy copy of the chain state (for pickling / warm start)."""
@@ -702,63 +772,90 @@ class ChainRunner(NetworkGradientsMixin):
         keep : ndarray of bool, shape (n_steps,), or None
             Keep the state after step ``k`` where ``keep[k]`` (in place of
             the ``n_warmup`` / ``thin`` rule); the cyclical schedule's.
+
+        Returns
+        -------
+        kept : int
+            Draws written to ``samples``.
+
+        :func:`._net_lockstep.run_chains` runs several runners' steps
+        together through :meth:`begin`, :meth:`advance` and :meth:`finish`,
+        the pieces of this loop.
         """
-        st = self.state
+        run = self.begin(n_steps, n_warmup=n_warmup, thin=thin, samples=samples,
+                         progress=progress, step_factors=step_factors, keep=keep)
+        for k in range(n_steps):
+            self.advance(run, k)
+        return self.finish(run)
+
+    def begin(self, n_steps, *, n_warmup, thin, samples, progress=None,
+              step_factors=None, keep=None):
+        """The settings of a run of :meth:`advance` steps (see :meth:`run`)."""
         p = self.p
-        stepper = self.metropolis or self.dynamics
         if self.metropolis is not None:
-            self.metropolis.begin(st, n_warmup, schedule_constant=step_factors is None)
-        h0 = float(self.dynamics.h)
-        gibbs_every = (max(1, int(math.ceil(self.n / self.b)))
-                       if self.hyperprior is not None and self.prior_prec is not None else 0)
-        estimate = self.ewsg_estimate if p["subsampling"] == "ewsg" else self.estimate
-        svrg = p["subsampling"] == "svrg"
+            self.metropolis.begin(self.state, n_warmup,
+                                  schedule_constant=step_factors is None)
         period = p["snapshot_period"]
         if period in (None, "auto"):        # one data pass
             period = int(math.ceil(self.n / self.b))
-        verbose = progress is not None
-        report_every = max(1, int(math.ceil(self.n / self.b)))
-        loss_acc = torch.zeros((), device=self.device, dtype=self.dtype)
-        n_acc = 0
-        kept = 0
-        for k in range(n_steps):
-            if svrg and (st["anchor"] is None or st["since_snapshot"] >= period):
-                st["anchor"] = st["theta"].clone()
-                self.anchor_grad = self.full_grad(st["anchor"])
-                st["since_snapshot"] = 0
-            if step_factors is not None:
-                self.dynamics.set_step_size(h0 * float(step_factors[k]))
-            # one step of the dynamics: one estimate (K + 1 for leapfrog)
-            loss = stepper.step(st, estimate)
-            st["step"] += 1
-            if gibbs_every and st["step"] % gibbs_every == 0:
-                self.gibbs_prior()
-            if svrg:
-                st["since_snapshot"] += 1
-            if (keep[k] if keep is not None
-                    else k >= n_warmup and (k - n_warmup + 1) % thin == 0):
-                samples[kept].copy_(st["theta"])
-                kept += 1
-            if (k + 1) % _FINITE_CHECK_EVERY == 0 and not bool(torch.isfinite(st["theta"]).all()):
-                self._diverged()
-            if verbose:
-                loss_acc += loss
-                n_acc += 1
-                if (k + 1) % report_every == 0 or k + 1 == n_steps:
-                    # per unit of weight: b rows carry b * n_eff / n of it on average
-                    mean_loss = float(loss_acc) / (n_acc * self.b * self.n_eff / self.n)
-                    progress.note = f"minibatch loss (mean CE) {mean_loss:.5f}"
-                    loss_acc.zero_()
-                    n_acc = 0
-                progress.add(0, 1)
+        return _Run(
+            n_steps=n_steps, n_warmup=n_warmup, thin=thin, samples=samples,
+            progress=progress, step_factors=step_factors, keep=keep,
+            stepper=self.metropolis or self.dynamics, h0=float(self.dynamics.h),
+            gibbs_every=(max(1, int(math.ceil(self.n / self.b)))
+                         if self.hyperprior is not None and self.prior_prec is not None
+                         else 0),
+            estimate=self.ewsg_estimate if p["subsampling"] == "ewsg" else self.estimate,
+            svrg=p["subsampling"] == "svrg", period=period,
+            report_every=max(1, int(math.ceil(self.n / self.b))),
+            loss_acc=torch.zeros((), device=self.device, dtype=self.dtype))
+
+    def advance(self, run, k, estimate=None):
+        """Step ``k`` of ``run`` (from :meth:`begin`); ``estimate`` (default
+        the run's gradient estimator) is the step's ``estimate(theta)``."""
+        st = self.state
+        if run.svrg and (st["anchor"] is None or st["since_snapshot"] >= run.period):
+            st["anchor"] = st["theta"].clone()
+            self.anchor_grad = self.full_grad(st["anchor"])
+            st["since_snapshot"] = 0
+        if run.step_factors is not None:
+            self.dynamics.set_step_size(run.h0 * float(run.step_factors[k]))
+        # one step of the dynamics: one estimate (K + 1 for leapfrog)
+        loss = run.stepper.step(st, run.estimate if estimate is None else estimate)
+        st["step"] += 1
+        if run.gibbs_every and st["step"] % run.gibbs_every == 0:
+            self.gibbs_prior()
+        if run.svrg:
+            st["since_snapshot"] += 1
+        if (run.keep[k] if run.keep is not None
+                else k >= run.n_warmup and (k - run.n_warmup + 1) % run.thin == 0):
+            run.samples[run.kept].copy_(st["theta"])
+            run.kept += 1
+        if (k + 1) % _FINITE_CHECK_EVERY == 0 and not bool(torch.isfinite(st["theta"]).all()):
+            self._diverged()
+        if run.progress is not None:
+            run.loss_acc += loss
+            run.n_acc += 1
+            if (k + 1) % run.report_every == 0 or k + 1 == run.n_steps:
+                # per unit of weight: b rows carry b * n_eff / n of it on average
+                mean_loss = float(run.loss_acc) / (run.n_acc * self.b * self.n_eff / self.n)
+                run.progress.note = f"minibatch loss (mean CE) {mean_loss:.5f}"
+                run.loss_acc.zero_()
+                run.n_acc = 0
+            run.progress.add(0, 1)
+
+    def finish(self, run):
+        """Close ``run``: check the state and the draws, settle the EWSG and
+        Metropolis counts; returns the draws kept."""
+        st = self.state
         if not (bool(torch.isfinite(st["theta"]).all())
-                and bool(torch.isfinite(samples[:kept]).all())):
+                and bool(torch.isfinite(run.samples[:run.kept]).all())):
             self._diverged()
         if "ewsg_accept_t" in st:
             st["ewsg_accept"] += int(st.pop("ewsg_accept_t"))
         if self.metropolis is not None:
             self.metropolis.end(st)
-        return kept
+        return run.kept
 
     def _diverged(self):
         h = self.p["step_size"]
