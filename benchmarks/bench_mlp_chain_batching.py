@@ -10,7 +10,8 @@ same run, and prints each as a ratio to one chain:
   one product with K times the columns (``X [W1_1 ... W1_K]``), the best
   case for the hardware;
 - ``batched``: K minibatches, ``torch.bmm``;
-- ``looped``: K separate products (what the estimator does now).
+- ``looped``: K separate products (the chains one after the other; the
+  estimator now steps its chains together, ``torch.bmm``, where it can).
 
 Where one chain's products already run near the machine's peak, no batching
 can bring K chains below ~K times one chain; the printed GFLOP/s say how
