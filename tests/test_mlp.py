@@ -664,13 +664,14 @@ def test_small_steps_run_on_one_thread_and_the_setting_is_restored(monkeypatch):
     slower); a large one keeps torch's setting; either way the user's
     setting is back after the fit, also when the fit raises."""
     seen = []
-    real = _torch_sampler.ChainRunner.run
+    real = _torch_sampler.ChainRunner.begin
 
     def spy(self, *args, **kwargs):
         seen.append(torch.get_num_threads())
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(_torch_sampler.ChainRunner, "run", spy)
+    # every chain's run begins so, stepped together or alone
+    monkeypatch.setattr(_torch_sampler.ChainRunner, "begin", spy)
     X, y = _small_data()
     torch.set_num_threads(2)
     try:
