@@ -139,6 +139,26 @@ def test_sparse_and_weighted_rows_together(monkeypatch):
     _same_chains(fast, slow)
 
 
+@pytest.mark.parametrize("params", [
+    dict(metropolis=True),                                   # MALA, adapting its step
+    dict(metropolis=True, step_size=1e-3, schedule="cyclical"),
+    dict(metropolis=True, hyperprior=(2.0, 2.0)),             # a Gibbs step every step
+    dict(metropolis=False, sampler="baoab", step_size=1e-3),
+])
+def test_full_batches_step_together(monkeypatch, params):
+    # every row each chain's minibatch: the rows are shared; with MALA the
+    # proposals' gradients are computed together and each chain decides
+    X, y = _data(n=60)
+    fast, slow, together = _fit_both(monkeypatch, X, y, **{**_SMALL, "batch_size": 500,
+                                                           **params})
+    assert together and all(together)
+    _same_chains(fast, slow)
+    if params["metropolis"]:
+        assert fast.metropolis_
+        np.testing.assert_allclose([fast.acceptance_rate_, fast.step_size_],
+                                   [slow.acceptance_rate_, slow.step_size_], rtol=1e-9)
+
+
 def test_defaults_step_together(monkeypatch):
     # temperature="auto": both candidates and the continuation on every row
     X, y = _data(n=400, d=6)
@@ -155,7 +175,6 @@ def test_defaults_step_together(monkeypatch):
     dict(subsampling="svrg"),
     dict(subsampling="cv", map_epochs=2),
     dict(sampler="sghmc-leapfrog", n_leapfrog=2),
-    dict(batch_size=500, metropolis=True),   # every row a batch: MALA
     dict(n_chains=1),
 ])
 def test_other_chains_run_one_after_the_other(monkeypatch, params):

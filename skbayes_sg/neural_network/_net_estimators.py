@@ -45,7 +45,8 @@ def stacked_batch_grad(runners, theta, out, views=None, gviews=None):
     runners : list of ChainRunner
         ``C`` chains on the same network and rows; each draws its next
         minibatch (:meth:`NetworkGradientsMixin.next_batch`, its own
-        generator) as its own estimate would.
+        generator) as its own estimate would, or takes every row where the
+        minibatch is every row.
     theta : tensor of shape (C, P)
         Row ``c``: where chain ``c``'s gradient is taken.
     out : tensor of shape (C, P)
@@ -59,6 +60,14 @@ def stacked_batch_grad(runners, theta, out, views=None, gviews=None):
     """
     first = runners[0]
     C, b = len(runners), first.b
+    if b >= first.n:
+        # every row is each chain's minibatch (one chain's full batch draws
+        # no indices): the rows shared along a stride-0 chain axis
+        for runner in runners:
+            runner.n_grad_evals += first.n
+        X, y, w = first.X, first.y, first.w
+        return first.net.loss_grad(theta, X.expand(C, *X.shape), y.expand(C, *y.shape), out,
+                                   views, gviews, None if w is None else w.expand(C, *w.shape))
     rows = []
     for runner in runners:
         rows.append(runner.next_batch())

@@ -15,11 +15,13 @@ prior, its kept draws -- is that chain's own, through
 would be alone, up to the rounding of the batched products (the kernel a
 batch of products takes may sum in another order).
 
-Chains step together when their steps are one plain minibatch gradient
-each: uniform subsampling on fewer rows than the data's, no Metropolis
-correction, a dynamics of one estimate a step (not SG-HMC leapfrog's
-``K + 1``). The others (EWSG's candidate chain, SVRG and control-variate
-anchors, full-batch MALA) run one chain after the other, as before.
+Chains step together when each step is one gradient of uniform
+subsampling: a dynamics of one estimate a step (not SG-HMC leapfrog's
+``K + 1``), on minibatches (each chain its own) or on every row (the rows
+shared), and with one full batch also MALA (``metropolis=True``): there each
+chain proposes, the proposals' gradients are computed together, and each
+chain makes its own decision. The others (EWSG's candidate chain, SVRG and
+control-variate anchors, leapfrog) run one chain after the other, as before.
 """
 import torch
 
@@ -36,13 +38,13 @@ def steps_together(runners):
     if len(runners) < 2:
         return False
     first = runners[0]
-    if first.b >= first.n:
+    rows = min(first.b, first.n)
+    if len(runners) * rows * max(first.net.layer_sizes) > LOCKSTEP_ELEMENTS:
         return False
-    if len(runners) * first.b * max(first.net.layer_sizes) > LOCKSTEP_ELEMENTS:
-        return False
+    # one estimate a step, or MALA's one gradient at its proposal
     return all(
-        r.metropolis is None and r.p["subsampling"] == "uniform"
-        and type(r.dynamics).step is NetworkDynamics.step
+        r.p["subsampling"] == "uniform" and type(r.dynamics).step is NetworkDynamics.step
+        and (r.metropolis is None) == (first.metropolis is None)
         and r.X is first.X and r.net is first.net
         for r in runners)
 
@@ -63,10 +65,24 @@ def run_chains(runners, n_steps, *, n_warmup, thin, samples, progress=None,
     runs = [runner.begin(n_steps, samples=out, **settings)
             for runner, out in zip(runners, samples)]
     stack = StackedGradients(runners)
-    for k in range(n_steps):
-        stack.compute()
-        for c, (runner, run) in enumerate(zip(runners, runs)):
-            runner.advance(run, k, stack.estimates[c])
+    chains = list(zip(runners, runs, stack.estimates))
+    if runners[0].metropolis is None:
+        for k in range(n_steps):
+            stack.compute()
+            for runner, run, estimate in chains:
+                runner.advance(run, k, estimate)
+    else:
+        # MALA: each chain proposes, the proposals' gradients are computed
+        # together, each chain decides (a chain's gradient at its own point
+        # is cached, or computed alone where it is not)
+        for k in range(n_steps):
+            proposals = []
+            for runner, run, _ in chains:
+                runner.before_step(run, k)
+                proposals.append(runner.metropolis.propose(runner.state, run.estimate))
+            stack.compute(proposals)
+            for runner, run, estimate in chains:
+                runner.after_step(run, k, runner.metropolis.conclude(runner.state, estimate))
     return [runner.finish(run) for runner, run in zip(runners, runs)]
 
 
@@ -114,10 +130,11 @@ class StackedGradients:
         self.loss = None
         self.estimates = [self._estimate_of(c) for c in range(len(runners))]
 
-    def compute(self):
-        """The chains' next minibatch gradients, at their current parameters."""
+    def compute(self, points=None):
+        """The chains' next minibatch gradients at ``points`` (one tensor a
+        chain; default: their current parameters)."""
         for c, runner in enumerate(self.runners):
-            self.theta[c].copy_(runner.state["theta"])
+            self.theta[c].copy_(runner.state["theta"] if points is None else points[c])
         self.loss = stacked_batch_grad(self.runners, self.theta, self.grad,
                                        self._views, self._gviews)
         if self._shared_prior:

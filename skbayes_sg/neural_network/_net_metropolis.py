@@ -116,16 +116,31 @@ class NetworkMetropolis:
     def step(self, st, estimate):
         """One MALA step; returns the data loss at the chain's new point
         (the loss the runner reports)."""
+        self.propose(st, estimate)
+        return self.conclude(st, estimate)
+
+    def propose(self, st, estimate):
+        """The first half of :meth:`step`: the proposal from the chain's
+        point (its gradient evaluated there first where it is not cached).
+        Returns the proposal, at which :meth:`conclude` takes ``estimate``
+        (:func:`._net_lockstep.run_chains` computes those of several chains
+        together in between)."""
         dyn = self.runner.dynamics
         theta = st["theta"]
         if self._U is None:
             self._U, self._loss, g = self._evaluate(estimate, theta, self._cbuf)
             self._gg = float(torch.dot(g, g))
-        else:
-            g = self._cbuf if dyn.alpha == 0.0 else torch.add(self._cbuf, theta, alpha=dyn.alpha)
-        prop = self._prop
-        prop.copy_(theta)
-        dyn.apply({"theta": prop}, self._cbuf, 1.0)   # the SGLD step: the proposal
+        self._prop.copy_(theta)
+        dyn.apply({"theta": self._prop}, self._cbuf, 1.0)   # the SGLD step: the proposal
+        return self._prop
+
+    def conclude(self, st, estimate):
+        """The second half of :meth:`step`: the proposal's potential and
+        gradient (``estimate`` at it), the Metropolis decision and its
+        record; returns the data loss at the chain's new point."""
+        dyn = self.runner.dynamics
+        theta, prop = st["theta"], self._prop
+        g = self._cbuf if dyn.alpha == 0.0 else torch.add(self._cbuf, theta, alpha=dyn.alpha)
         U_prop, loss_prop, g_prop = self._evaluate(estimate, prop, self._cbuf_prop)
         gg_prop = float(torch.dot(g_prop, g_prop))
         delta = torch.sub(prop, theta, out=self._work)

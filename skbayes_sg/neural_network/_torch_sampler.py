@@ -355,6 +355,14 @@ class SparseRows:
         self.device = torch.device(device)
         self.dtype = dtype
         self._np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+        self._every_row = None
+
+    def every_row(self):
+        """All the rows as one dense block, made once (the chains whose
+        minibatch is every row share it)."""
+        if self._every_row is None:
+            self._every_row = self[0:self.shape[0]]
+        return self._every_row
 
     def _dense(self, rows):
         """Rows ``rows`` (int array) as a dense tensor: each row's non-zeros
@@ -543,7 +551,7 @@ class ChainRunner(NetworkGradientsMixin):
         self.b = min(int(params["batch_size"]), self.n)
         if isinstance(X, SparseRows) and self.b >= self.n:
             # every row is each minibatch: one dense block, made once
-            self.X = X[0:self.n]
+            self.X = X.every_row()
         self.scale = self.n / self.b
         # SVRG / CV: every estimate subtracts the anchor's minibatch gradient
         self._anchored = params["subsampling"] in ("svrg", "cv")
@@ -813,6 +821,14 @@ class ChainRunner(NetworkGradientsMixin):
     def advance(self, run, k, estimate=None):
         """Step ``k`` of ``run`` (from :meth:`begin`); ``estimate`` (default
         the run's gradient estimator) is the step's ``estimate(theta)``."""
+        self.before_step(run, k)
+        # one step of the dynamics: one estimate (K + 1 for leapfrog)
+        loss = run.stepper.step(self.state, run.estimate if estimate is None else estimate)
+        self.after_step(run, k, loss)
+
+    def before_step(self, run, k):
+        """What step ``k`` of ``run`` does before its dynamics: the SVRG
+        snapshot when due, the schedule's step size."""
         st = self.state
         if run.svrg and (st["anchor"] is None or st["since_snapshot"] >= run.period):
             st["anchor"] = st["theta"].clone()
@@ -820,8 +836,12 @@ class ChainRunner(NetworkGradientsMixin):
             st["since_snapshot"] = 0
         if run.step_factors is not None:
             self.dynamics.set_step_size(run.h0 * float(run.step_factors[k]))
-        # one step of the dynamics: one estimate (K + 1 for leapfrog)
-        loss = run.stepper.step(st, run.estimate if estimate is None else estimate)
+
+    def after_step(self, run, k, loss):
+        """What step ``k`` of ``run`` does after its dynamics (``loss`` the
+        step's data loss): the Gibbs step of a hyperprior, the kept draw,
+        the finiteness check, the progress line."""
+        st = self.state
         st["step"] += 1
         if run.gibbs_every and st["step"] % run.gibbs_every == 0:
             self.gibbs_prior()
