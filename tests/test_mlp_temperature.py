@@ -187,3 +187,41 @@ def test_verbose_says_which_run_is_which(capsys):
     assert "the posterior (temperature=1)" in lines[0] and "320 rows" in lines[0]
     assert "the cold model (temperature=0.02, prior_scale=8.0)" in lines[1]
     assert "continues on every row" in lines[2]
+
+
+@pytest.mark.parametrize("params, runs", [
+    (dict(), 3),                                           # two candidates, then the continuation
+    (dict(temperature=1.0, validation_fraction=0.2), 2),   # the checked run, then the continuation
+])
+def test_a_fit_interrupted_in_its_last_run_leaves_the_estimator_as_before(
+        monkeypatch, params, runs):
+    """Ctrl-C in the last of a fit's runs: the estimator holds nothing of
+    that fit (before, the first runs' posterior, of four fifths of the rows,
+    was left on it), neither on a fresh estimator nor on a fitted one."""
+    from skbayes_sg.neural_network import _net_lockstep
+    real = _net_lockstep.run_chains
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == runs:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+    X, y = _rows()
+    est = _small(**params)
+    monkeypatch.setattr(_net_lockstep, "run_chains", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _quiet(est, X, y)
+    assert len(calls) == runs
+    assert not [k for k in vars(est) if k.endswith("_") and not k.startswith("_")]
+    assert not hasattr(est, "_chain_states")
+    monkeypatch.setattr(_net_lockstep, "run_chains", real)
+    _quiet(est, X, y)
+    before = dict(vars(est))
+    calls.clear()
+    monkeypatch.setattr(_net_lockstep, "run_chains", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _quiet(est, X[:, :5], y)                  # other data, other features
+    assert vars(est).keys() == before.keys()
+    assert all(vars(est)[k] is before[k] for k in before)
+    assert est.predict_proba(X).shape == (len(X), 3)

@@ -19,7 +19,8 @@ from ._backend import _import_torch_backend
 from ._network_posterior import NetworkPosteriorMixin
 from ._network_run import NetworkRunMixin
 from ._network_settings import NetworkSettingsMixin
-from ._network_temperature import NetworkTemperatureMixin, fitting_a_candidate
+from ._network_temperature import (NetworkTemperatureMixin, fitting_a_candidate,
+                                   restored_on_interrupt)
 from ._network_validation import held_out_rows
 from .._sampling._specs import (NETWORK, dynamics_for, estimators_for,
                                 hyperparameter_constraints, hyperparameter_doc, sampler_doc)
@@ -691,6 +692,11 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
             an estimated finite-run bias or Monte Carlo se above 0.01 nats a
             row on the held-out rows, naming the ``thin`` to use.
         """
+        with restored_on_interrupt(self):     # Ctrl-C: the estimator as before
+            return self._fit_validated(X, y, sample_weight)
+
+    def _fit_validated(self, X, y, sample_weight):
+        """:meth:`fit`, from its data's validation on."""
         hidden = self._check_params()
         X, y = validate_data(self, X, y, reset=True, accept_sparse="csr",
                              dtype=[np.float64, np.float32])

@@ -15,6 +15,7 @@ twice the standard error of the paired per-row difference; otherwise the
 posterior is (a tie goes to the exact Bayesian model).
 """
 import math
+from contextlib import contextmanager
 from contextvars import ContextVar
 
 import numpy as np
@@ -130,6 +131,25 @@ def _fitted(estimator):
     return {k: v for k, v in vars(estimator).items()
             if k in _FIT_PRIVATE or (k.endswith("_") and not k.startswith("_")
                                      and k not in _VALIDATED)}
+
+
+@contextmanager
+def restored_on_interrupt(estimator):
+    """A ``fit`` interrupted in the block (Ctrl-C) leaves ``estimator`` as it
+    was before: the attributes a fit and its data validation write are put
+    back (none, before a first fit). Without it a fit of two runs
+    (``validation_fraction``, ``temperature="auto"``) interrupted in its
+    second would leave the first run's posterior, of some of the rows."""
+    def written():
+        return [k for k in vars(estimator) if k in _VALIDATED or k in _fitted(estimator)]
+    saved = {k: vars(estimator)[k] for k in written()}
+    try:
+        yield
+    except KeyboardInterrupt:
+        for name in written():
+            delattr(estimator, name)
+        vars(estimator).update(saved)
+        raise
 
 
 def _take_fit(estimator, candidate):
