@@ -210,9 +210,12 @@ def test_a_fit_interrupted_in_its_last_run_leaves_the_estimator_as_before(
     X, y = _rows()
     est = _small(**params)
     monkeypatch.setattr(_net_lockstep, "run_chains", interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as info:
         _quiet(est, X, y)
     assert len(calls) == runs
+    # the note is the call's: nothing of it is left (not the continued run's)
+    said = info.value.__notes__[-1] if hasattr(info.value, "add_note") else info.value.args[0]
+    assert said.endswith("the estimator holds no posterior from it.")
     assert not [k for k in vars(est) if k.endswith("_") and not k.startswith("_")]
     assert not hasattr(est, "_chain_states")
     monkeypatch.setattr(_net_lockstep, "run_chains", real)

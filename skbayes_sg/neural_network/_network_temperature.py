@@ -22,6 +22,7 @@ import numpy as np
 from sklearn.base import clone
 
 from .._parameters import parameters_set
+from .._sampling._runner import note_interrupt
 from ._network_validation import held_out_rows
 
 #: held-out share used by ``temperature="auto"`` when ``validation_fraction``
@@ -145,10 +146,15 @@ def restored_on_interrupt(estimator):
     saved = {k: vars(estimator)[k] for k in written()}
     try:
         yield
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         for name in written():
             delattr(estimator, name)
         vars(estimator).update(saved)
+        # the note says what this call left, not what its last run began from
+        if getattr(exc, "__notes__", None):
+            exc.__notes__.clear()
+        note_interrupt(exc, type(estimator).__name__,
+                       bool(estimator.warm_start) and "_chain_states" in saved)
         raise
 
 
