@@ -153,6 +153,8 @@ def restored_on_interrupt(estimator):
         # the note says what this call left, not what its last run began from
         if getattr(exc, "__notes__", None):
             exc.__notes__.clear()
+        elif not hasattr(exc, "add_note"):      # Python 3.10: the note is the message
+            exc.args = ()
         note_interrupt(exc, type(estimator).__name__,
                        bool(estimator.warm_start) and "_chain_states" in saved)
         raise
