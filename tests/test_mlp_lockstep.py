@@ -13,7 +13,10 @@ tests check the pieces against the one-chain computations they replace:
   one after the other (the Adam mode searches of ``init="mode"`` too, the
   defaults' ``temperature="auto"``, sparse and weighted rows), to the
   rounding of the batched products;
-- which configurations step together, and that the others still run.
+- which configurations step together, and that the others still run;
+- a step's generator driven with one chain's estimator (``run_step``) and
+  several chains' steps driven together when they ask for different numbers
+  of gradients.
 
 The whole module is skipped without torch.
 """
@@ -101,11 +104,14 @@ def _same_chains(fast, slow):
     assert fast.n_steps_ == slow.n_steps_
 
 
-@pytest.mark.parametrize("sampler", ["sgld", "psgld", "sghmc", "baoab", "sgnht", "uld"])
+@pytest.mark.parametrize("sampler", ["sgld", "psgld", "sghmc", "baoab", "sgnht", "uld",
+                                     "sghmc-leapfrog"])
 def test_chains_stepped_together_are_the_chains_run_alone(monkeypatch, sampler):
+    # one gradient a step, or K + 1 (leapfrog: each asked for together)
     X, y = _data()
+    extra = dict(n_leapfrog=3) if sampler == "sghmc-leapfrog" else {}
     fast, slow, together = _fit_both(monkeypatch, X, y, sampler=sampler, step_size=1e-3,
-                                     **_SMALL)
+                                     **extra, **_SMALL)
     assert together and all(together)
     _same_chains(fast, slow)
     # each chain is its own: the chains did not take one another's steps
@@ -174,7 +180,6 @@ def test_defaults_step_together(monkeypatch):
     dict(subsampling="ewsg"),
     dict(subsampling="svrg"),
     dict(subsampling="cv", map_epochs=2),
-    dict(sampler="sghmc-leapfrog", n_leapfrog=2),
     dict(n_chains=1),
 ])
 def test_other_chains_run_one_after_the_other(monkeypatch, params):
@@ -201,3 +206,36 @@ def test_large_stacks_run_one_after_the_other():
     assert _net_lockstep.steps_together([Runner(), Runner()])
     Runner.b = _net_lockstep.LOCKSTEP_ELEMENTS // (2 * 1000) + 1
     assert not _net_lockstep.steps_together([Runner(), Runner()])
+
+
+def test_steps_that_ask_for_different_numbers_of_gradients():
+    """StackedGradients.drive: while every chain asks, one stacked pass;
+    a chain still asking after the others finished gets its own estimate."""
+    from skbayes_sg.neural_network._net_dynamics import run_step
+
+    class Runner:
+        def __init__(self, c):
+            self.c = c
+
+    def steps(n_asks, log, c):
+        total = 0.0
+        for i in range(n_asks):
+            loss, buf, scale = yield torch.full((2,), float(c))
+            log.append((c, i))
+            total += float(loss)
+        return total
+
+    class Stack(_net_lockstep.StackedGradients):
+        def __init__(self):
+            self.computed = []
+            self.estimates = [lambda theta: (torch.tensor(1.0), theta, 1.0)] * 3
+
+        def compute(self, points):
+            self.computed.append([float(p[0]) for p in points])
+
+    stack, log = Stack(), []
+    own = [lambda theta: (torch.tensor(10.0), theta, 1.0)] * 3
+    losses = stack.drive([steps(n, log, c) for c, n in enumerate([1, 3, 2])], own)
+    assert stack.computed == [[0.0, 1.0, 2.0]]          # the one step all three asked in
+    assert losses == [1.0, 21.0, 11.0]                  # then each its own
+    assert run_step(steps(2, log, 7), lambda theta: (torch.tensor(2.0), theta, 1.0)) == 4.0

@@ -208,8 +208,8 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
 
     n_chains : int, default=4
         Independent chains, each with its own seed and initialisation
-        (their gradients computed together, one batched pass a step, where
-        each step is one gradient of uniform subsampling: doc/mlp.rst). The model average pools them: chains in
+        (their gradients computed together, in one batched pass, where they
+        are those of uniform subsampling: doc/mlp.rst). The model average pools them: chains in
         different modes improve it more than more draws from one chain
         (digits: log-loss 0.16 with one chain, 0.13 with four; see the user
         guide).

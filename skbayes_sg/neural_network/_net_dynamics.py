@@ -82,6 +82,17 @@ def _whitened_energy(parts, theta, alpha, work):
     return energy
 
 
+def run_step(requests, estimate):
+    """Drive a step's generator (``step_requests``) to its end, sending it
+    ``estimate(point)`` at each point it yields; returns the step's loss."""
+    point = next(requests)
+    while True:
+        try:
+            point = requests.send(estimate(point))
+        except StopIteration as done:
+            return done.value
+
+
 #: filled as the classes below are defined (``NetworkDynamics.__init_subclass__``)
 _REGISTERED = {}
 
@@ -141,7 +152,15 @@ class NetworkDynamics:
     def step(self, st, estimate):
         """One step; ``estimate(theta)`` returns ``(loss, buf, c)``.  Returns
         the loss of the (last) estimate."""
-        loss, buf, c = estimate(st["theta"])
+        return run_step(self.step_requests(st), estimate)
+
+    def step_requests(self, st):
+        """One step as a generator: it yields each point at which the step
+        needs a gradient estimate, is sent the estimate there (``(loss,
+        buf, c)``) and returns the step's loss. :func:`run_step` drives it
+        with one chain's estimator; :func:`._net_lockstep.run_chains` drives
+        several chains' together, their estimates computed in one pass."""
+        loss, buf, c = yield st["theta"]
         self.apply(st, buf, c)
         return loss
 
@@ -481,14 +500,14 @@ class SGHMCLeapfrog(NetworkDynamics):
         self._p = torch.empty_like(runner.noise)  # the momentum, redrawn every step
         self.sqrt_T = math.sqrt(self.T)
 
-    def step(self, st, estimate):
+    def step_requests(self, st):
         theta, half = st["theta"], 0.5 * self.h
         p = self.runner.draw_noise(self._p).mul_(self.sqrt_T)
-        loss, buf, c = estimate(theta)
+        loss, buf, c = yield theta
         for _ in range(self.K):
             self._kick(p, theta, buf, c, half)
             theta.add_(p, alpha=self.h)
-            loss, buf, c = estimate(theta)
+            loss, buf, c = yield theta
             self._kick(p, theta, buf, c, half)
         return loss
 

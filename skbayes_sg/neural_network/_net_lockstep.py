@@ -15,17 +15,17 @@ prior, its kept draws -- is that chain's own, through
 would be alone, up to the rounding of the batched products (the kernel a
 batch of products takes may sum in another order).
 
-Chains step together when each step is one gradient of uniform
-subsampling: a dynamics of one estimate a step (not SG-HMC leapfrog's
-``K + 1``), on minibatches (each chain its own) or on every row (the rows
-shared), and with one full batch also MALA (``metropolis=True``): there each
-chain proposes, the proposals' gradients are computed together, and each
-chain makes its own decision. The others (EWSG's candidate chain, SVRG and
-control-variate anchors, leapfrog) run one chain after the other, as before.
+Chains step together when their gradients are minibatches of uniform
+subsampling (each chain its own) or every row (shared), for every dynamics
+and with MALA (``metropolis=True``): each chain's step is a generator that
+yields the points at which it needs a gradient (one for most dynamics, ``K
++ 1`` for SG-HMC leapfrog, MALA's proposal), and the points the chains ask
+for at the same time are computed together. EWSG's candidate chain and the
+SVRG and control-variate anchors, whose estimates are made of several
+gradients, run one chain after the other, as before.
 """
 import torch
 
-from ._net_dynamics import NetworkDynamics
 from ._net_estimators import adam_modes, stacked_batch_grad
 
 #: activations (chains x minibatch rows x widest layer) up to which the
@@ -41,9 +41,8 @@ def steps_together(runners):
     rows = min(first.b, first.n)
     if len(runners) * rows * max(first.net.layer_sizes) > LOCKSTEP_ELEMENTS:
         return False
-    # one estimate a step, or MALA's one gradient at its proposal
     return all(
-        r.p["subsampling"] == "uniform" and type(r.dynamics).step is NetworkDynamics.step
+        r.p["subsampling"] == "uniform"
         and (r.metropolis is None) == (first.metropolis is None)
         and r.X is first.X and r.net is first.net
         for r in runners)
@@ -65,24 +64,13 @@ def run_chains(runners, n_steps, *, n_warmup, thin, samples, progress=None,
     runs = [runner.begin(n_steps, samples=out, **settings)
             for runner, out in zip(runners, samples)]
     stack = StackedGradients(runners)
-    chains = list(zip(runners, runs, stack.estimates))
-    if runners[0].metropolis is None:
-        for k in range(n_steps):
-            stack.compute()
-            for runner, run, estimate in chains:
-                runner.advance(run, k, estimate)
-    else:
-        # MALA: each chain proposes, the proposals' gradients are computed
-        # together, each chain decides (a chain's gradient at its own point
-        # is cached, or computed alone where it is not)
-        for k in range(n_steps):
-            proposals = []
-            for runner, run, _ in chains:
-                runner.before_step(run, k)
-                proposals.append(runner.metropolis.propose(runner.state, run.estimate))
-            stack.compute(proposals)
-            for runner, run, estimate in chains:
-                runner.after_step(run, k, runner.metropolis.conclude(runner.state, estimate))
+    for k in range(n_steps):
+        for runner, run in zip(runners, runs):
+            runner.before_step(run, k)
+        steps = [run.stepper.step_requests(runner.state) for runner, run in zip(runners, runs)]
+        losses = stack.drive(steps, [run.estimate for run in runs])
+        for runner, run, loss in zip(runners, runs, losses):
+            runner.after_step(run, k, loss)
     return [runner.finish(run) for runner, run in zip(runners, runs)]
 
 
@@ -140,6 +128,33 @@ class StackedGradients:
         if self._shared_prior:
             first = self.runners[0]
             first.add_prior_grad(self.grad, self.theta, first.scale)
+
+    def drive(self, steps, own_estimates):
+        """Run one step of every chain (``steps[c]``, chain ``c``'s
+        ``step_requests`` generator) to its end; returns their losses.
+
+        While every chain asks for an estimate, the estimates are computed
+        together (:meth:`compute`); a chain that asks while others have
+        finished gets its own (``own_estimates[c]``, its estimator alone).
+        """
+        points = [next(step) for step in steps]
+        losses = [None] * len(steps)
+        waiting = list(range(len(steps)))
+        while waiting:
+            if len(waiting) == len(steps):
+                self.compute(points)
+                answers = [self.estimates[c](points[c]) for c in waiting]
+            else:
+                answers = [own_estimates[c](points[c]) for c in waiting]
+            still = []
+            for c, answer in zip(waiting, answers):
+                try:
+                    points[c] = steps[c].send(answer)
+                    still.append(c)
+                except StopIteration as done:
+                    losses[c] = done.value
+            waiting = still
+        return losses
 
     def _estimate_of(self, c):
         """Chain ``c``'s estimate: its row of the last :meth:`compute`, as

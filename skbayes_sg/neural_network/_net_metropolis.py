@@ -35,6 +35,7 @@ import torch
 # Metropolis rule (laws.h.tp)
 from .._sampling._dual_averaging import DualAveraging
 from .._sampling._dynamics import py_accept_prob, py_mala_log_ratio
+from ._net_dynamics import run_step
 
 
 class NetworkMetropolis:
@@ -97,13 +98,13 @@ class NetworkMetropolis:
         self._U = None
 
     # ------------------------------------------------------------ one step
-    def _evaluate(self, estimate, theta, cbuf):
-        """``cbuf <- c * buf`` at ``theta``; returns ``(U(theta), data loss,
-        g)`` with ``U = sum_i w_i CE_i + prior energy`` (float64) and ``g =
-        cbuf + alpha theta`` the whole gradient (``cbuf`` itself when alpha
-        is 0)."""
+    def _evaluated(self, estimated, theta, cbuf):
+        """``cbuf <- c * buf`` from ``estimated = (loss, buf, c)``, the
+        estimate at ``theta``; returns ``(U(theta), data loss, g)`` with ``U =
+        sum_i w_i CE_i + prior energy`` (float64) and ``g = cbuf + alpha
+        theta`` the whole gradient (``cbuf`` itself when alpha is 0)."""
         r = self.runner
-        loss, buf, c = estimate(theta)
+        loss, buf, c = estimated
         torch.mul(buf, c, out=cbuf)
         alpha = r.dynamics.alpha
         if r.prior_prec is not None:
@@ -116,32 +117,26 @@ class NetworkMetropolis:
     def step(self, st, estimate):
         """One MALA step; returns the data loss at the chain's new point
         (the loss the runner reports)."""
-        self.propose(st, estimate)
-        return self.conclude(st, estimate)
+        return run_step(self.step_requests(st), estimate)
 
-    def propose(self, st, estimate):
-        """The first half of :meth:`step`: the proposal from the chain's
-        point (its gradient evaluated there first where it is not cached).
-        Returns the proposal, at which :meth:`conclude` takes ``estimate``
-        (:func:`._net_lockstep.run_chains` computes those of several chains
-        together in between)."""
+    def step_requests(self, st):
+        """:meth:`step` as a generator (the protocol of
+        :meth:`._net_dynamics.NetworkDynamics.step_requests`): it yields the
+        chain's point where its gradient is not cached, then the proposal,
+        and is sent the estimate at each."""
         dyn = self.runner.dynamics
         theta = st["theta"]
         if self._U is None:
-            self._U, self._loss, g = self._evaluate(estimate, theta, self._cbuf)
+            estimated = yield theta
+            self._U, self._loss, g = self._evaluated(estimated, theta, self._cbuf)
             self._gg = float(torch.dot(g, g))
-        self._prop.copy_(theta)
-        dyn.apply({"theta": self._prop}, self._cbuf, 1.0)   # the SGLD step: the proposal
-        return self._prop
-
-    def conclude(self, st, estimate):
-        """The second half of :meth:`step`: the proposal's potential and
-        gradient (``estimate`` at it), the Metropolis decision and its
-        record; returns the data loss at the chain's new point."""
-        dyn = self.runner.dynamics
-        theta, prop = st["theta"], self._prop
-        g = self._cbuf if dyn.alpha == 0.0 else torch.add(self._cbuf, theta, alpha=dyn.alpha)
-        U_prop, loss_prop, g_prop = self._evaluate(estimate, prop, self._cbuf_prop)
+        else:
+            g = self._cbuf if dyn.alpha == 0.0 else torch.add(self._cbuf, theta, alpha=dyn.alpha)
+        prop = self._prop
+        prop.copy_(theta)
+        dyn.apply({"theta": prop}, self._cbuf, 1.0)   # the SGLD step: the proposal
+        estimated = yield prop
+        U_prop, loss_prop, g_prop = self._evaluated(estimated, prop, self._cbuf_prop)
         gg_prop = float(torch.dot(g_prop, g_prop))
         delta = torch.sub(prop, theta, out=self._work)
         # the linear engine's Metropolis rule (one definition, laws.h.tp)

@@ -787,8 +787,9 @@ class ChainRunner(NetworkGradientsMixin):
             Draws written to ``samples``.
 
         :func:`._net_lockstep.run_chains` runs several runners' steps
-        together through :meth:`begin`, :meth:`advance` and :meth:`finish`,
-        the pieces of this loop.
+        together through the pieces of this loop: :meth:`begin`, then for
+        each step :meth:`before_step`, the stepper's ``step_requests`` and
+        :meth:`after_step`, and :meth:`finish`.
         """
         run = self.begin(n_steps, n_warmup=n_warmup, thin=thin, samples=samples,
                          progress=progress, step_factors=step_factors, keep=keep)
