@@ -138,14 +138,19 @@ class NetworkRunMixin:
             search_modes(fresh)
             if self.subsampling == "cv":
                 modes = [r.state["anchor"].float().cpu().numpy() for r in runners]
-            outs = [torch.empty((n_keep, net.n_params), dtype=dtype) for _ in runners]
+            # float32 chains keep their draws in the fit's array itself (every
+            # chain's at once, as they step together: no second copy)
+            outs = [torch.from_numpy(draws[c]) if dtype == torch.float32
+                    else torch.empty((n_keep, net.n_params), dtype=dtype)
+                    for c in range(len(runners))]
             # together where each step is one plain minibatch gradient
             # (_net_lockstep): one batched gradient a step for every chain
             run_chains(runners, n_steps, n_warmup=n_warmup, thin=run["thin"],
                        samples=outs, step_factors=run["step_factors"],
                        keep=run["keep"], progress=progress)
             for c, (runner, out) in enumerate(zip(runners, outs)):
-                draws[c] = out.float().numpy()
+                if out.dtype != torch.float32:
+                    draws[c] = out.float().numpy()
                 new_states.append(runner.dump_state())
                 n_grad_evals += runner.n_grad_evals
                 accepted += new_states[-1]["ewsg_accept"]
