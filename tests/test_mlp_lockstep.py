@@ -239,3 +239,23 @@ def test_steps_that_ask_for_different_numbers_of_gradients():
     assert stack.computed == [[0.0, 1.0, 2.0]]          # the one step all three asked in
     assert losses == [1.0, 21.0, 11.0]                  # then each its own
     assert run_step(steps(2, log, 7), lambda theta: (torch.tensor(2.0), theta, 1.0)) == 4.0
+
+
+@pytest.mark.parametrize("params", [dict(sampler="sghmc"), dict(sampler="sghmc-leapfrog",
+                                                                 n_leapfrog=2),
+                                    dict(batch_size=500, metropolis=True)])
+def test_torch_updates_step_together(monkeypatch, params):
+    """The dynamics' torch operations (a GPU's path; ``fused`` off on the
+    CPU) read the stacked gradient as the fused sweeps do."""
+    from skbayes_sg.neural_network import _torch_sampler
+    real_init = _torch_sampler.ChainRunner.__init__
+
+    def torch_path(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        self.fused = False
+    monkeypatch.setattr(_torch_sampler.ChainRunner, "__init__", torch_path)
+    X, y = _data()
+    fast, slow, together = _fit_both(monkeypatch, X, y, **{**_SMALL, "step_size": 1e-3,
+                                                           **params})
+    assert together and all(together)
+    _same_chains(fast, slow)
