@@ -104,14 +104,21 @@ def _same_chains(fast, slow):
     assert fast.n_steps_ == slow.n_steps_
 
 
-@pytest.mark.parametrize("sampler", ["sgld", "psgld", "sghmc", "baoab", "sgnht", "uld",
-                                     "sghmc-leapfrog"])
-def test_chains_stepped_together_are_the_chains_run_alone(monkeypatch, sampler):
-    # one gradient a step, or K + 1 (leapfrog: each asked for together)
+@pytest.mark.parametrize("sampler, subsampling", [
+    *[(s, "uniform") for s in ["sgld", "psgld", "sghmc", "baoab", "sgnht", "uld",
+                               "sghmc-leapfrog"]],
+    ("sgld", "svrg"), ("sghmc-leapfrog", "svrg"), ("baoab", "cv"), ("sgld", "cv-mode")])
+def test_chains_stepped_together_are_the_chains_run_alone(monkeypatch, sampler, subsampling):
+    # one gradient a step, or K + 1 (leapfrog: each asked for together);
+    # SVRG and control variates: each chain's minibatch at its anchor too
     X, y = _data()
     extra = dict(n_leapfrog=3) if sampler == "sghmc-leapfrog" else {}
+    if subsampling.startswith("cv"):
+        extra["map_epochs"] = 2
+    if subsampling == "cv-mode":       # init="mode" too: the anchors still each chain's
+        subsampling, extra["init"] = "cv", "mode"
     fast, slow, together = _fit_both(monkeypatch, X, y, sampler=sampler, step_size=1e-3,
-                                     **extra, **_SMALL)
+                                     subsampling=subsampling, **extra, **_SMALL)
     assert together and all(together)
     _same_chains(fast, slow)
     # each chain is its own: the chains did not take one another's steps
@@ -178,8 +185,6 @@ def test_defaults_step_together(monkeypatch):
 
 @pytest.mark.parametrize("params", [
     dict(subsampling="ewsg"),
-    dict(subsampling="svrg"),
-    dict(subsampling="cv", map_epochs=2),
     dict(n_chains=1),
 ])
 def test_other_chains_run_one_after_the_other(monkeypatch, params):

@@ -37,7 +37,7 @@ class _Adam:
         self.param.addcdiv_(self.m, self.denom, value=-self.lr / (1.0 - b1 ** self.t))
 
 
-def stacked_batch_grad(runners, theta, out, views=None, gviews=None):
+def stacked_batch_grad(runners, theta, out, views=None, gviews=None, anchored=False):
     """Each chain's next minibatch gradient, all in one batched pass.
 
     Parameters
@@ -47,32 +47,37 @@ def stacked_batch_grad(runners, theta, out, views=None, gviews=None):
         minibatch (:meth:`NetworkGradientsMixin.next_batch`, its own
         generator) as its own estimate would, or takes every row where the
         minibatch is every row.
-    theta : tensor of shape (C, P)
-        Row ``c``: where chain ``c``'s gradient is taken.
-    out : tensor of shape (C, P)
+    theta : tensor of shape (C, P), or (2 C, P) where ``anchored``
+        Row ``c``: where chain ``c``'s gradient is taken (and row ``C + c``
+        its anchor, where ``anchored``).
+    out : tensor of the shape of ``theta``
         Row ``c`` receives chain ``c``'s summed minibatch gradient.
     views, gviews : list, optional
         ``net.views(theta)`` and ``net.views(out)``, precomputed.
+    anchored : bool, default=False
+        SVRG and control variates: each chain's minibatch is also taken at
+        its anchor (rows ``C ..``), as :meth:`NetworkGradientsMixin.estimate`
+        does.
 
     Returns
     -------
-    loss : tensor of shape (C,)
+    loss : tensor of shape (C,) (``2 C`` where ``anchored``)
     """
     first = runners[0]
-    C, b = len(runners), first.b
+    C, b = len(runners) * (2 if anchored else 1), first.b
     if b >= first.n:
         # every row is each chain's minibatch (one chain's full batch draws
         # no indices): the rows shared along a stride-0 chain axis
         for runner in runners:
-            runner.n_grad_evals += first.n
+            runner.n_grad_evals += first.n * (2 if anchored else 1)
         X, y, w = first.X, first.y, first.w
         return first.net.loss_grad(theta, X.expand(C, *X.shape), y.expand(C, *y.shape), out,
                                    views, gviews, None if w is None else w.expand(C, *w.shape))
     rows = []
     for runner in runners:
         rows.append(runner.next_batch())
-        runner.n_grad_evals += b
-    rows = torch.cat(rows)
+        runner.n_grad_evals += b * (2 if anchored else 1)
+    rows = torch.cat(rows * 2 if anchored else rows)
     X = first.X.index_select(0, rows)
     weights = None if first.w is None else first.w.index_select(0, rows).view(C, b)
     return first.net.loss_grad(theta, X.view(C, b, X.shape[1]),

@@ -20,9 +20,10 @@ subsampling (each chain its own) or every row (shared), for every dynamics
 and with MALA (``metropolis=True``): each chain's step is a generator that
 yields the points at which it needs a gradient (one for most dynamics, ``K
 + 1`` for SG-HMC leapfrog, MALA's proposal), and the points the chains ask
-for at the same time are computed together. EWSG's candidate chain and the
-SVRG and control-variate anchors, whose estimates are made of several
-gradients, run one chain after the other, as before.
+for at the same time are computed together. With SVRG and control variates
+each chain's minibatch is also taken at its anchor in the same pass (SVRG's
+snapshots of every row stay each chain's own). EWSG, whose estimate is an
+index chain over candidate minibatches, runs one chain after the other.
 """
 import torch
 
@@ -42,7 +43,7 @@ def steps_together(runners):
     if len(runners) * rows * max(first.net.layer_sizes) > LOCKSTEP_ELEMENTS:
         return False
     return all(
-        r.p["subsampling"] == "uniform"
+        r.p["subsampling"] in ("uniform", "svrg", "cv") and r.p is first.p
         and (r.metropolis is None) == (first.metropolis is None)
         and r.X is first.X and r.net is first.net
         for r in runners)
@@ -78,7 +79,10 @@ def search_modes(runners):
     """Each fresh chain's move to its mode
     (:meth:`~._torch_sampler.ChainRunner.search_mode`), the Adam searches of
     ``init="mode"`` together where the chains can step together."""
-    if runners and steps_together(runners) and runners[0].p.get("init", "auto") == "mode":
+    first = runners[0] if runners else None
+    # (control variates search their anchors each chain alone: _find_mode)
+    if (first is not None and steps_together(runners) and first.p["subsampling"] != "cv"
+            and first.p.get("init", "auto") == "mode"):
         modes = adam_modes(runners, torch.stack([r.state["theta"] for r in runners]))
         for runner, mode in zip(runners, modes):
             runner.state["theta"] = mode.clone()
@@ -106,7 +110,11 @@ class StackedGradients:
     def __init__(self, runners):
         first = runners[0]
         self.runners = runners
-        self.theta = torch.empty((len(runners), first.net.n_params),
+        # SVRG / control variates: each chain's minibatch also at its anchor
+        # (rows C ..), as its estimate takes it
+        self.anchored = first.p["subsampling"] in ("svrg", "cv")
+        rows = len(runners) * (2 if self.anchored else 1)
+        self.theta = torch.empty((rows, first.net.n_params),
                                  device=first.device, dtype=first.dtype)
         self.grad = torch.empty_like(self.theta)
         self._views = first.net.views(self.theta)
@@ -114,17 +122,20 @@ class StackedGradients:
         # one per-layer prior for every chain (no Gibbs steps on it): its
         # term is added to the stack at once (elementwise: each row's own)
         self._shared_prior = (first.prior_prec is not None and first.hyperprior is None
-                              and all(r.p is first.p for r in runners))
+                              and not self.anchored and all(r.p is first.p for r in runners))
         self.loss = None
         self.estimates = [self._estimate_of(c) for c in range(len(runners))]
 
     def compute(self, points=None):
         """The chains' next minibatch gradients at ``points`` (one tensor a
-        chain; default: their current parameters)."""
+        chain; default: their current parameters), and at their anchors."""
+        C = len(self.runners)
         for c, runner in enumerate(self.runners):
             self.theta[c].copy_(runner.state["theta"] if points is None else points[c])
+            if self.anchored:
+                self.theta[C + c].copy_(runner.state["anchor"])
         self.loss = stacked_batch_grad(self.runners, self.theta, self.grad,
-                                       self._views, self._gviews)
+                                       self._views, self._gviews, self.anchored)
         if self._shared_prior:
             first = self.runners[0]
             first.add_prior_grad(self.grad, self.theta, first.scale)
@@ -163,6 +174,15 @@ class StackedGradients:
         alpha * theta``)."""
         runner = self.runners[c]
         buf = self.grad[c]
+        if self.anchored:
+            at_anchor = self.grad[len(self.runners) + c]
+
+            def estimate(theta):
+                # anchor_grad + (n/b) (sum_S grad U_j(theta) - sum_S grad U_j(anchor))
+                buf.sub_(at_anchor).mul_(runner.scale).add_(runner.anchor_grad)
+                runner.add_prior_grad(buf, theta, 1.0)
+                return self.loss[c], buf, 1.0
+            return estimate
 
         def estimate(theta):
             if not self._shared_prior:
