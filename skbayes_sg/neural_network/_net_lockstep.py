@@ -10,8 +10,8 @@ pass of :meth:`~._torch_sampler.MLPNet.loss_grad` over a stack of chains
 (``torch.bmm`` in place of ``torch.mm``), so that cost is paid once a step
 rather than once a chain; the rest of the step -- each chain's minibatch
 from its own generator, its dynamics' update with its own noise stream, its
-prior, its kept draws -- is that chain's own, through
-:meth:`~._torch_sampler.ChainRunner.advance`. So each chain is the chain it
+prior, its kept draws -- is that chain's own, through the pieces of
+:meth:`~._torch_sampler.ChainRunner.run`. So each chain is the chain it
 would be alone, up to the rounding of the batched products (the kernel a
 batch of products takes may sum in another order).
 

@@ -473,8 +473,9 @@ def draws_log_likelihood(net, draws, X, y_idx, *, device, dtype, max_draws):
 
 @dataclasses.dataclass
 class _Run:
-    """What :meth:`ChainRunner.advance` reads during one run (see
-    :meth:`ChainRunner.run`), and the run's counts so far."""
+    """What a run's steps read (:meth:`ChainRunner.before_step`,
+    :meth:`ChainRunner.after_step`; see :meth:`ChainRunner.run`), and the
+    run's counts so far."""
 
     n_steps: int
     n_warmup: int
