@@ -64,20 +64,21 @@ def stacked_batch_grad(runners, theta, out, views=None, gviews=None, anchored=Fa
     loss : tensor of shape (C,) (``2 C`` where ``anchored``)
     """
     first = runners[0]
-    C, b = len(runners) * (2 if anchored else 1), first.b
+    copies = 2 if anchored else 1           # gradients a chain: at theta (and its anchor)
+    C, b = len(runners) * copies, first.b
     if b >= first.n:
         # every row is each chain's minibatch (one chain's full batch draws
         # no indices): the rows shared along a stride-0 chain axis
         for runner in runners:
-            runner.n_grad_evals += first.n * (2 if anchored else 1)
+            runner.n_grad_evals += first.n * copies
         X, y, w = first.X, first.y, first.w
         return first.net.loss_grad(theta, X.expand(C, *X.shape), y.expand(C, *y.shape), out,
                                    views, gviews, None if w is None else w.expand(C, *w.shape))
     rows = []
     for runner in runners:
         rows.append(runner.next_batch())
-        runner.n_grad_evals += b * (2 if anchored else 1)
-    rows = torch.cat(rows * 2 if anchored else rows)
+        runner.n_grad_evals += b * copies
+    rows = torch.cat(rows * copies)
     X = first.X.index_select(0, rows)
     weights = None if first.w is None else first.w.index_select(0, rows).view(C, b)
     return first.net.loss_grad(theta, X.view(C, b, X.shape[1]),

@@ -121,8 +121,9 @@ class StackedGradients:
         self._gviews = first.net.views(self.grad)
         # one per-layer prior for every chain (no Gibbs steps on it): its
         # term is added to the stack at once (elementwise: each row's own)
+        # (the chains share their parameters: steps_together)
         self._shared_prior = (first.prior_prec is not None and first.hyperprior is None
-                              and not self.anchored and all(r.p is first.p for r in runners))
+                              and not self.anchored)
         self.loss = None
         self.estimates = [self._estimate_of(c) for c in range(len(runners))]
 

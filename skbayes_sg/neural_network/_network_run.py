@@ -143,8 +143,8 @@ class NetworkRunMixin:
             outs = [torch.from_numpy(draws[c]) if dtype == torch.float32
                     else torch.empty((n_keep, net.n_params), dtype=dtype)
                     for c in range(len(runners))]
-            # together where each step is one plain minibatch gradient
-            # (_net_lockstep): one batched gradient a step for every chain
+            # stepped together where they can (_net_lockstep): the gradients
+            # the chains ask for at once computed in one batched pass
             run_chains(runners, n_steps, n_warmup=n_warmup, thin=run["thin"],
                        samples=outs, step_factors=run["step_factors"],
                        keep=run["keep"], progress=progress)

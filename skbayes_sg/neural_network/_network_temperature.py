@@ -142,7 +142,7 @@ def restored_on_interrupt(estimator):
     (``validation_fraction``, ``temperature="auto"``) interrupted in its
     second would leave the first run's posterior, of some of the rows."""
     def written():
-        return [k for k in vars(estimator) if k in _VALIDATED or k in _fitted(estimator)]
+        return [*_fitted(estimator), *(k for k in _VALIDATED if k in vars(estimator))]
     saved = {k: vars(estimator)[k] for k in written()}
     try:
         yield
