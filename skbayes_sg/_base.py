@@ -22,13 +22,14 @@ from threadpoolctl import threadpool_limits
 
 from ._dask_estimator import DaskFitMixin
 from ._dask_rows import is_dask_collection, sample_rows
+from ._parameters import restored_on_interrupt
 from ._results import FitResultsMixin
 from ._sampling import _schedule
 from ._sampling._kernel_rules import EWSG_X_MODES
 from ._sampling._context import FitContext, FitSettings
 from ._sampling._noise_measure import batch_remeasure
 from ._sampling._registry import SAMPLERS, SUBSAMPLINGS
-from ._sampling._runner import ChainPool, ChainSpec, initial_state, note_interrupt
+from ._sampling._runner import ChainPool, ChainSpec, initial_state
 from ._sampling._specs import (
     HYPERPARAMETERS, estimator_owners, hyperparameter_constraints, sampler_owners)
 from ._sampling.samplers import BY_NAME as SAMPLER_MODULES
@@ -401,12 +402,18 @@ class BaseSGMCMC(DaskFitMixin, FitResultsMixin, BaseEstimator):
             Ctrl-C stops the fit within milliseconds in any phase (set-up,
             warm-up, sampling), whatever a step costs and whatever ``thin``
             is; every chain thread has stopped when it propagates.  The draws
-            of the interrupted call are discarded (the estimator then holds no
-            posterior: a partial run has unadapted or too few draws), which a
-            note on the exception says; a warm start keeps the chains it began
-            from, so ``fit`` again with ``warm_start=True`` continues them.
+            of the interrupted call are discarded (a partial run has
+            unadapted or too few draws) and the estimator is as it was before
+            the call: unfitted, or holding its previous posterior and chains
+            (``fit`` again with ``warm_start=True`` continues them), which a
+            note on the exception says.
         """
         self._validate_params()
+        with restored_on_interrupt(self):     # Ctrl-C: the estimator as before the call
+            return self._fit_validated(X, y, sample_weight)
+
+    def _fit_validated(self, X, y, sample_weight):
+        """:meth:`fit` after its parameters' validation."""
         if is_dask_collection(X) or is_dask_collection(y) or is_dask_collection(sample_weight):
             return self._fit_on_dask(X, y, sample_weight)      # ._dask_estimator
         continuing = self.warm_start and hasattr(self, "_chain_states")
@@ -473,12 +480,7 @@ class BaseSGMCMC(DaskFitMixin, FitResultsMixin, BaseEstimator):
         ctx = self._fit_context(X, y, glm, sample_weight)
         if population is not None:
             ctx.adopt_population(population)
-        try:
-            setup, states = self._set_up(ctx, continuing)
-        except KeyboardInterrupt as exc:    # as in the chains: nothing of this call is kept
-            self._discard_posterior(keep_chains=continuing)
-            note_interrupt(exc, type(self).__name__, continuing)
-            raise
+        setup, states = self._set_up(ctx, continuing)
         self._warn_if_batch_near_full(ctx, setup)
         pool = ChainPool(X, y, chain_spec(self, ctx, glm, setup, sample_weight), states,
                          n_jobs=self.n_jobs, t_start=t_start)
@@ -542,19 +544,15 @@ class BaseSGMCMC(DaskFitMixin, FitResultsMixin, BaseEstimator):
 
     def _run_chains(self, pool, plan, setup, continuing):
         """Warm-up and sampling rounds (:mod:`._sampling._schedule`); a
-        divergence or an interrupt discards the draws (a warm start keeps
-        the chains it began from)."""
+        divergence discards the draws (a warm start keeps the chains it
+        began from). An interrupt propagates once every chain thread has
+        stopped (``ChainPool``); ``fit`` then puts the estimator back."""
         try:
             with pool.session():
                 return _schedule.run(pool, plan, continuing)
         except _schedule.ChainsDiverged as exc:
             self._discard_posterior(keep_chains=continuing)
             raise divergence_error(exc, setup) from None
-        except KeyboardInterrupt as exc:
-            # every chain thread has stopped (ChainPool); the note says what is left
-            self._discard_posterior(keep_chains=continuing)
-            note_interrupt(exc, type(self).__name__, continuing)
-            raise
 
     # ---------------------------------------------------------------- set-up
 

@@ -215,6 +215,11 @@ class FitResultsMixin:
             advice = "Check the data are scaled (standardise X) and the model fits."
         return " ".join(filter(None, [SAMPLER_MODULES[self.sampler_].MIXING_HINT, advice]))
 
+    def __sklearn_is_fitted__(self):
+        """Fitted when it holds draws (``check_is_fitted``): a fit that
+        raised may have left the data's attributes without a posterior."""
+        return hasattr(self, "coef_samples_")
+
     def _discard_posterior(self, keep_chains):
         """Drop the draws of a failed fit (and the chains unless they can be retried).
 

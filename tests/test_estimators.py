@@ -11,10 +11,12 @@ import pytest
 import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.validation import check_is_fitted
 
 import skbayes_sg._sampling._runner as runner_module
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
@@ -486,6 +488,8 @@ def test_divergence_raises_and_keeps_no_nan(Est, data, sampler):
     assert isinstance(info.value, FloatingPointError)
     assert f"sampler={sampler!r}" in str(info.value)
     assert not hasattr(est, "coef_samples_")
+    with pytest.raises(NotFittedError):             # the data's attributes are not a fit
+        check_is_fitted(est)
     # a refit that diverges drops the previous draws instead of leaving them
     # next to attributes of the new data
     est.set_params(step_size=1e-4).fit(X / 100.0, y)
@@ -498,6 +502,54 @@ def test_divergence_raises_and_keeps_no_nan(Est, data, sampler):
     # the suggested step size then works on scaled data
     est.set_params(step_size=1e-3).fit(X / 100.0, y)
     assert np.all(np.isfinite(_draws(est)))
+
+
+@pytest.mark.parametrize("where", ["set-up", "sampling"])
+@pytest.mark.parametrize("warm_start", [False, True])
+def test_an_interrupted_fit_leaves_the_estimator_as_before_the_call(monkeypatch, where,
+                                                                    warm_start):
+    """Ctrl-C in a fit's set-up or its rounds: an unfitted estimator stays
+    unfitted (no data attribute left for ``check_is_fitted`` to take for a
+    fit), and a fitted one keeps every attribute of its previous fit, the
+    same objects, so it still predicts (before, a refit or a warm start's
+    continuation stopped half-way deleted the previous draws). The note
+    says which, and how a warm start continues."""
+    from skbayes_sg import _base
+    from skbayes_sg._sampling import _schedule
+    X, y = _binary()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    est = SGMCMCLogisticRegression(warm_start=warm_start, random_state=0, **SMALL)
+    with monkeypatch.context() as m:
+        if where == "set-up":
+            m.setattr(_base.BaseSGMCMC, "_set_up", interrupted)
+        else:
+            m.setattr(_schedule, "run", interrupted)
+        with pytest.raises(KeyboardInterrupt) as info:
+            est.fit(X, y)
+        assert not [k for k in vars(est) if k not in est.get_params()]
+        with pytest.raises(NotFittedError):
+            check_is_fitted(est)
+        notes = info.value.__notes__ if hasattr(info.value, "add_note") else info.value.args
+        assert notes[-1].endswith("the estimator is unfitted, as it was before the call.")
+        assert len(notes) == 1
+    est.fit(X, y)
+    before = dict(vars(est))
+    expected = est.predict_proba(X)
+    with monkeypatch.context() as m:
+        if where == "set-up":
+            m.setattr(_base.BaseSGMCMC, "_set_up", interrupted)
+        else:
+            m.setattr(_schedule, "run", interrupted)
+        with pytest.raises(KeyboardInterrupt) as info:
+            est.fit(X[:, :3] if not warm_start else X, y)       # a refit on other columns
+    assert vars(est).keys() == before.keys()
+    assert all(vars(est)[k] is before[k] for k in before)
+    assert_array_equal(est.predict_proba(X), expected)
+    notes = info.value.__notes__ if hasattr(info.value, "add_note") else info.value.args
+    assert ("fit with warm_start=True continues them" in notes[-1]) == warm_start
+    assert "holds its previous posterior" in notes[-1]
 
 
 @pytest.mark.parametrize("Est, data", _estimators())

@@ -215,7 +215,7 @@ def test_a_fit_interrupted_in_its_last_run_leaves_the_estimator_as_before(
     assert len(calls) == runs
     # the note is the call's: nothing of it is left (not the continued run's)
     said = info.value.__notes__[-1] if hasattr(info.value, "add_note") else info.value.args[0]
-    assert said.endswith("the estimator holds no posterior from it.")
+    assert said.endswith("the estimator is unfitted, as it was before the call.")
     assert not [k for k in vars(est) if k.endswith("_") and not k.startswith("_")]
     assert not hasattr(est, "_chain_states")
     monkeypatch.setattr(_net_lockstep, "run_chains", real)
@@ -228,3 +228,43 @@ def test_a_fit_interrupted_in_its_last_run_leaves_the_estimator_as_before(
     assert vars(est).keys() == before.keys()
     assert all(vars(est)[k] is before[k] for k in before)
     assert est.predict_proba(X).shape == (len(X), 3)
+
+
+def test_an_interrupted_partial_fit_leaves_the_estimator_as_before_the_call(monkeypatch):
+    """Ctrl-C in a first ``partial_fit``: the estimator stays unfitted (it
+    kept ``n_features_in_``, ``n_samples_`` and the like, which
+    ``check_is_fitted`` took for a fit); in a later call: every attribute is
+    the same object as before, so the call can be made again. The note names
+    ``partial_fit``, not ``fit`` and ``warm_start``."""
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    from skbayes_sg.neural_network import _net_lockstep
+    real = _net_lockstep.run_chains
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    X, y = _rows()
+    est = _small(temperature=1.0)
+    monkeypatch.setattr(_net_lockstep, "run_chains", interrupted)
+    with pytest.raises(KeyboardInterrupt) as info:
+        est.partial_fit(X, y, classes=np.unique(y))
+    assert not [k for k in vars(est) if k not in est.get_params()]
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+    said = info.value.__notes__ if hasattr(info.value, "add_note") else info.value.args
+    assert said == ["SGMCMCMLPClassifier.partial_fit was interrupted: the draws of this "
+                    "call were discarded and the estimator is unfitted, as it was before "
+                    "the call."]
+    monkeypatch.setattr(_net_lockstep, "run_chains", real)
+    est.partial_fit(X, y, classes=np.unique(y))
+    before = dict(vars(est))
+    monkeypatch.setattr(_net_lockstep, "run_chains", interrupted)
+    with pytest.raises(KeyboardInterrupt) as info:
+        est.partial_fit(X[:100], y[:100])
+    assert vars(est).keys() == before.keys()
+    assert all(vars(est)[k] is before[k] for k in before)
+    said = info.value.__notes__[-1] if hasattr(info.value, "add_note") else info.value.args[0]
+    assert said.endswith("and the chains this call began from (partial_fit continues them).")
+    monkeypatch.setattr(_net_lockstep, "run_chains", real)
+    assert est.partial_fit(X[:100], y[:100]).coef_samples_.shape[1] == 40

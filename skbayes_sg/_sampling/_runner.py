@@ -433,30 +433,6 @@ def progress_guard(progress):
         raise
 
 
-def note_interrupt(exc, name, continuing):
-    """Say on a KeyboardInterrupt what an interrupted fit of ``name`` left:
-    its draws are discarded, and the estimator is as before the call (a warm
-    start's chains are those it began from)."""
-    msg = (f"{name}.fit was interrupted: the draws of this call were discarded "
-           + ("and the chains are those it began from (fit again with "
-              "warm_start=True to continue them)." if continuing else
-              "and the estimator holds no posterior from it."))
-    if hasattr(exc, "add_note"):            # Python >= 3.11: printed under the traceback
-        exc.add_note(msg)
-    elif not exc.args:
-        exc.args = (msg,)
-
-
-@contextmanager
-def interrupt_note(name, continuing):
-    """:func:`note_interrupt` on a KeyboardInterrupt raised in the block."""
-    try:
-        yield
-    except KeyboardInterrupt as exc:
-        note_interrupt(exc, name, continuing)
-        raise
-
-
 def run_chain(X, y, spec, state, n_steps, thin=1, keep=True, adapt=None, chain_id=0,
               phase="sampling", log_sizes=False, control=None, sink=None):
     """Advance one chain by ``n_steps`` steps from ``state``.

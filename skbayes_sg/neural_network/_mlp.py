@@ -15,12 +15,12 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from .._base import BASE_CONSTRAINTS
+from .._parameters import restored_on_interrupt
 from ._backend import _import_torch_backend
 from ._network_posterior import NetworkPosteriorMixin
 from ._network_run import NetworkRunMixin
 from ._network_settings import NetworkSettingsMixin
-from ._network_temperature import (NetworkTemperatureMixin, fitting_a_candidate,
-                                   restored_on_interrupt)
+from ._network_temperature import NetworkTemperatureMixin, fitting_a_candidate
 from ._network_validation import held_out_rows
 from .._sampling._specs import (NETWORK, dynamics_for, estimators_for,
                                 hyperparameter_constraints, hyperparameter_doc, sampler_doc)
@@ -810,6 +810,11 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         self : object
             The fitted estimator.
         """
+        with restored_on_interrupt(self, "partial_fit"):    # Ctrl-C: as before the call
+            return self._partial_fit_validated(X, y, classes, sample_weight)
+
+    def _partial_fit_validated(self, X, y, classes, sample_weight):
+        """:meth:`partial_fit` from its checks on."""
         first = not hasattr(self, "_chain_states")
         hidden = self._check_params()
         if self.validation_fraction is not None:
@@ -882,7 +887,7 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
         stored = self.coef_samples_.shape[1] if append and continuing else 0
         run = self._run_length(continuing, n_rows, batch_size, net.n_params, stored)
         draws, states, modes, counts, progress = self._run_chains(
-            backend, torch, net, tensors, params, run, device, dtype, continuing)
+            backend, torch, net, tensors, params, run, device, dtype)
         if append and continuing:
             self.coef_samples_ = np.concatenate([self.coef_samples_, draws], axis=1)
         else:

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from ._schedules import schedule_plan
 from .._sampling._draws import MIN_STORED, resolve_budget
-from .._sampling._runner import FitProgress, interrupt_note, progress_guard
+from .._sampling._runner import FitProgress, progress_guard
 from .._sampling._specs import DYNAMICS
 
 # n_warmup="auto" / thin="auto": at least MIN_WARMUP_STEPS warm-up steps and a
@@ -50,6 +50,11 @@ class NetworkRunMixin:
             yt = torch.tensor(y_idx, dtype=torch.int64, device=device)
         wt = None if weights is None else torch.tensor(weights, dtype=dtype, device=device)
         return Xt, yt, wt
+
+    def __sklearn_is_fitted__(self):
+        """Fitted when it holds draws (``check_is_fitted``), not merely the
+        data's attributes."""
+        return hasattr(self, "coef_samples_")
 
     def _run_length(self, continuing, n_rows, batch_size, n_params, stored=0):
         """The chains' saved states and seeds, and the run: warm-up steps,
@@ -100,8 +105,7 @@ class NetworkRunMixin:
             "draws (n_samples) with a larger thin.", UserWarning, stacklevel=5)
         return stride
 
-    def _run_chains(self, backend, torch, net, tensors, params, run, device, dtype,
-                    continuing):
+    def _run_chains(self, backend, torch, net, tensors, params, run, device, dtype):
         """The chains (stepped together where they can, else one after the
         other: :mod:`._net_lockstep`): ``(draws, states, modes, counts,
         progress)`` with ``counts`` the gradient evaluations and EWSG's
@@ -120,9 +124,8 @@ class NetworkRunMixin:
         if progress is not None:
             progress.expect("warm-up and sampling" if n_warmup else "sampling", n_steps,
                             exact=True)
-        # an interrupted fit changes nothing (a warm start continues as before)
+        # Ctrl-C: fit and partial_fit put the estimator back (restored_on_interrupt)
         with torch.no_grad(), progress_guard(progress), \
-                interrupt_note(type(self).__name__, continuing), \
                 backend.step_threads(net, min(int(params["batch_size"]), Xt.shape[0]), device):
             runners, fresh = [], []
             for saved, seed in zip(run["states"], run["seeds"]):

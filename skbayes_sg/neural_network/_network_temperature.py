@@ -15,14 +15,12 @@ twice the standard error of the paired per-row difference; otherwise the
 posterior is (a tie goes to the exact Bayesian model).
 """
 import math
-from contextlib import contextmanager
 from contextvars import ContextVar
 
 import numpy as np
 from sklearn.base import clone
 
 from .._parameters import parameters_set
-from .._sampling._runner import note_interrupt
 from ._network_validation import held_out_rows
 
 #: held-out share used by ``temperature="auto"`` when ``validation_fraction``
@@ -132,32 +130,6 @@ def _fitted(estimator):
     return {k: v for k, v in vars(estimator).items()
             if k in _FIT_PRIVATE or (k.endswith("_") and not k.startswith("_")
                                      and k not in _VALIDATED)}
-
-
-@contextmanager
-def restored_on_interrupt(estimator):
-    """A ``fit`` interrupted in the block (Ctrl-C) leaves ``estimator`` as it
-    was before: the attributes a fit and its data validation write are put
-    back (none, before a first fit). Without it a fit of two runs
-    (``validation_fraction``, ``temperature="auto"``) interrupted in its
-    second would leave the first run's posterior, of some of the rows."""
-    def written():
-        return [*_fitted(estimator), *(k for k in _VALIDATED if k in vars(estimator))]
-    saved = {k: vars(estimator)[k] for k in written()}
-    try:
-        yield
-    except KeyboardInterrupt as exc:
-        for name in written():
-            delattr(estimator, name)
-        vars(estimator).update(saved)
-        # the note says what this call left, not what its last run began from
-        if getattr(exc, "__notes__", None):
-            exc.__notes__.clear()
-        elif not hasattr(exc, "add_note"):      # Python 3.10: the note is the message
-            exc.args = ()
-        note_interrupt(exc, type(estimator).__name__,
-                       bool(estimator.warm_start) and "_chain_states" in saved)
-        raise
 
 
 def _take_fit(estimator, candidate):
