@@ -52,7 +52,14 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 2
-    return int(_command_module(args.command_module).run(args) or 0)
+    try:
+        return int(_command_module(args.command_module).run(args) or 0)
+    except KeyboardInterrupt as exc:
+        # Ctrl-C: what the interrupted fit left (its note), not a traceback
+        # through the sampler; 130 = 128 + SIGINT, as a shell reports it
+        notes = getattr(exc, "__notes__", None) or [str(a) for a in exc.args]
+        print("\n".join(["interrupted"] + notes), file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -304,6 +304,26 @@ def test_python_m_skbayes_sg_fit(csv_classification, tmp_path, capsys):
     assert "Held-out: accuracy" in capsys.readouterr().out
 
 
+def test_ctrl_c_in_a_fit_prints_what_it_left_and_exits_130(csv_classification, capsys,
+                                                            monkeypatch):
+    """Ctrl-C: the fit's note on stderr (what the interrupted call left), no
+    traceback through the sampler, and the status a shell gives SIGINT."""
+    from skbayes_sg import __main__
+    from skbayes_sg._sampling import _schedule
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(_schedule, "run", interrupted)
+    path, _, _ = csv_classification
+    assert __main__.main(["fit", str(path), "--target", "label", "--model", "logistic",
+                          *SHORT]) == 130
+    err = capsys.readouterr().err
+    assert err.splitlines()[-2:] == [
+        "interrupted", "SGMCMCLogisticRegression.fit was interrupted: the draws of this call "
+        "were discarded and the estimator is unfitted, as it was before the call."]
+    assert "Traceback" not in err
+
+
 def test_out_is_optional(csv_classification, tmp_path, capsys, monkeypatch):
     path, _, _ = csv_classification
     monkeypatch.chdir(tmp_path)
