@@ -268,3 +268,38 @@ def test_an_interrupted_partial_fit_leaves_the_estimator_as_before_the_call(monk
     assert said.endswith("and the chains this call began from (partial_fit continues them).")
     monkeypatch.setattr(_net_lockstep, "run_chains", real)
     assert est.partial_fit(X[:100], y[:100]).coef_samples_.shape[1] == 40
+
+
+@pytest.mark.parametrize("method", ["partial_fit", "warm_start"])
+def test_a_continuation_interrupted_mid_run_then_resumed_gives_the_same_draws(
+        monkeypatch, method):
+    """Ctrl-C after a few steps of a continuation (the chains' tensors had
+    moved): the next call continues from the chains the interrupted one
+    began from, bit for bit as if it had not been made."""
+    from skbayes_sg.neural_network import _torch_sampler
+    X, y = _rows(300)
+    real = _torch_sampler.ChainRunner.after_step
+
+    def run(interrupt):
+        est = _small(temperature=1.0, warm_start=method == "warm_start")
+        if method == "partial_fit":
+            est.partial_fit(X, y, classes=np.unique(y))
+            call = lambda: est.partial_fit(X, y)           # noqa: E731
+        else:
+            est.fit(X, y)
+            call = lambda: est.fit(X, y)                   # noqa: E731
+        if interrupt:
+            steps = []
+
+            def stopped(self, *args, **kwargs):
+                steps.append(1)
+                if len(steps) == 7:
+                    raise KeyboardInterrupt
+                return real(self, *args, **kwargs)
+            with monkeypatch.context() as m:
+                m.setattr(_torch_sampler.ChainRunner, "after_step", stopped)
+                with pytest.raises(KeyboardInterrupt):
+                    call()
+        call()
+        return est.coef_samples_
+    assert np.array_equal(run(True), run(False))
