@@ -18,6 +18,7 @@ from ._sampling._registry import SUBSAMPLINGS
 from ._sampling.samplers import BY_NAME as SAMPLER_MODULES
 from ._setup import STEP_ERROR_WARN
 from .diagnostics._advice import RunReport, duration_words
+from ._warn_location import user_stacklevel
 
 #: an automatic minibatch above this fraction of the rows is said to cost
 #: nearly a full gradient (uniform subsampling on 50,000 well-determined rows
@@ -119,7 +120,7 @@ class FitResultsMixin:
         if not self._stuck_chains_message():   # stuck draws: that alone is said
             messages.extend(self._step_error_message())
         if messages:
-            warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=3)
+            warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=user_stacklevel())
 
     def _stuck_chains_message(self):
         """The warning for chains whose kept draws mostly repeat one state
@@ -277,7 +278,7 @@ class FitResultsMixin:
             "subsampling='auto' (control variates at the mode, whose noise is far "
             "smaller, or exact gradients where a pass is cheap), 'cv-preferential' or "
             "'full' cost less; or pass a batch_size of your own.",
-            UserWarning, stacklevel=4)
+            UserWarning, stacklevel=user_stacklevel())
 
     def _warn_if_thinned_for_memory(self):
         """Say so when the memory budget made the store keep fewer draws."""
@@ -293,4 +294,4 @@ class FitResultsMixin:
             f"stored (thin_={self.thin_}, n_samples_={self.n_samples_}). coef_, intercept_, "
             "coef_std_ and intercept_std_ use every draw. To store them all, raise "
             "draws_memory_limit, store float32 (draws_dtype='float32'), or ask for fewer "
-            "draws (n_samples, target_ess).", UserWarning, stacklevel=3)
+            "draws (n_samples, target_ess).", UserWarning, stacklevel=user_stacklevel())

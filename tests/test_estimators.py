@@ -5,6 +5,7 @@ statistical statements against Monte Carlo error.  Chains are short so the
 whole file runs in well under a minute.
 """
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -1134,3 +1135,19 @@ def test_batch_size_of_an_exact_gradient_fit_is_the_rows():
     sub = SGMCMCLogisticRegression(subsampling="uniform", batch_size=50, n_chains=1,
                                    n_samples=5, n_warmup=5, random_state=0).fit(X, y[:455])
     assert sub.batch_size_ == 50
+
+
+def test_warnings_point_at_the_users_line():
+    """A fit's warnings are attributed to the caller's line (the first frame
+    outside the package), not to the package's line the warning passed
+    through: before, ``_base.py``'s ``return self._fit_encoded(...)``."""
+    from skbayes_sg.diagnostics import MCMCConvergenceWarning
+    X, y = _binary()
+    est = SGMCMCLogisticRegression(random_state=0, n_warmup=10, n_samples=20, n_chains=2)
+    with pytest.warns(MCMCConvergenceWarning) as record:
+        est.fit(X, y)
+    line = sys._getframe().f_lineno - 1
+    assert [(w.filename, w.lineno) for w in record] == [(__file__, line)]
+    with pytest.warns(UserWarning, match="The mean of y") as record:
+        SGMCMCRidge(random_state=0, **SMALL).fit(X, 50.0 + X[:, 0])
+    assert {w.filename for w in record} == {__file__}

@@ -303,3 +303,14 @@ def test_a_continuation_interrupted_mid_run_then_resumed_gives_the_same_draws(
         call()
         return est.coef_samples_
     assert np.array_equal(run(True), run(False))
+
+
+@pytest.mark.parametrize("params", [dict(temperature=1.0), dict()])
+def test_the_network_warnings_point_at_the_users_line(params):
+    """Through every run of a fit (``temperature="auto"``: candidates, the
+    check, the continuation), the warning is the caller's line's."""
+    X, y = _rows()
+    est = _small(**params)
+    with pytest.warns(MCMCConvergenceWarning) as record:
+        est.fit(X, y)
+    assert {w.filename for w in record} == {__file__}

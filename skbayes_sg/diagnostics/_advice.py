@@ -31,6 +31,7 @@ import numpy as np
 from ._convergence import (
     MCMCConvergenceWarning, MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, _MIN_DRAWS, _SUMMARY_BLOCK_ELEMENTS,
     _as_chains, _final_estimator, _parameter_reader, _rank_block)
+from .._warn_location import user_stacklevel
 
 __all__ = ["Assessment", "RunReport", "assess", "check_convergence", "convergence_messages",
            "ess_targets", "recommend", "run_report"]
@@ -512,5 +513,5 @@ def check_convergence(estimator, *, rhat_threshold=RHAT_THRESHOLD,
                     min_ess_per_chain=min_ess_per_chain, names=names)
     messages = convergence_messages(estimator, report)
     for msg in messages:
-        warnings.warn(msg, MCMCConvergenceWarning, stacklevel=2)
+        warnings.warn(msg, MCMCConvergenceWarning, stacklevel=user_stacklevel())
     return not messages

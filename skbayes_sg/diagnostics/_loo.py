@@ -22,6 +22,8 @@ import warnings
 import numpy as np
 from scipy.special import logsumexp
 
+from .._warn_location import user_stacklevel
+
 __all__ = ["loo", "compare", "psislw", "LOOResult", "LOOWarning"]
 
 #: k-hat above this (and above the sample-size bound 1 - 1/log10(S)) marks
@@ -408,7 +410,7 @@ def loo(data, X=None, y=None, *, r_eff="auto", var_name=None, exact_tol=EXACT_TO
         elpd_i, mcse_i, refitted = _reloo(estimator, X, y, elpd_i, mcse_i, k, len(flat))
     result = LOOResult(elpd_i, lpd_i, k, len(flat), r_eff, refitted, mcse_i)
     if warn and len(result.bad_k):
-        warnings.warn(_unreliable_message(result, estimator), LOOWarning, stacklevel=2)
+        warnings.warn(_unreliable_message(result, estimator), LOOWarning, stacklevel=user_stacklevel())
     return result
 
 

@@ -17,6 +17,7 @@ from .._sampling._spectrum import (EVIDENCE_LOG_SE, EVIDENCE_PROBES,
                                    StochasticTrace, jackknife_se)
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
 from .._sampling._specs import LINEAR, hyperparameter_doc, sampler_doc
+from .._warn_location import user_stacklevel
 
 _DOC_PARAMS = """
 """ + sampler_doc(LINEAR, "auto", auto=(
@@ -676,7 +677,7 @@ def _warn_evidence_at_edge(alpha, low):
     warnings.warn(
         f"alpha='auto': the Laplace evidence kept rising to the end of its search, "
         f"{why}. alpha_={alpha:.3g} is that end, not a maximum. Pass a number for alpha "
-        "(alpha=1.0 with standardised features is the default).", UserWarning, stacklevel=2)
+        "(alpha=1.0 with standardised features is the default).", UserWarning, stacklevel=user_stacklevel())
 
 
 def _log_fixed_point(update):

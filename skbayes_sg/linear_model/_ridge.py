@@ -15,6 +15,7 @@ from .._sampling._spectrum import (EVIDENCE_LOG_SE, EVIDENCE_MAX_PROBES, EVIDENC
                                    EVIDENCE_PROBES, StochasticTrace, gauss_quadrature,
                                    jackknife_se)
 from ._logistic import _DOC_ATTRS, _DOC_PARAMS, _single_output_attrs
+from .._warn_location import user_stacklevel
 
 
 @estimator_parameters(noise_var="auto", alpha="auto")
@@ -113,7 +114,7 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
                 "repeated rows, and repeated rows that the coefficients can fit exactly "
                 "(here the features outnumber the distinct rows) look noise-free. Pass "
                 "noise_var, or weights that do not count rows more than once.",
-                UserWarning, stacklevel=3)
+                UserWarning, stacklevel=user_stacklevel())
         elif given_noise is None and given_alpha is not None and collapsed:
             # the user's prior lets the coefficients interpolate y: the
             # evidence then leaves no noise, and predictions away from the
@@ -123,7 +124,7 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
                 "the coefficients can explain y exactly (more features than rows, or "
                 "noise-free targets), so the posterior is nearly degenerate. Leave "
                 "alpha='auto' (estimated with the noise variance) or pass noise_var.",
-                UserWarning, stacklevel=3)
+                UserWarning, stacklevel=user_stacklevel())
         self._warn_if_intercept_prior_binds(ctx, given_noise, trace_cache)
 
     def _warn_if_intercept_prior_binds(self, ctx, given_noise=None, trace_cache=None):
@@ -150,7 +151,7 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
                     "unpenalised, is near the centred value), so the slopes' prior is set "
                     "by the intercept. Centre or standardise y (e.g. "
                     "sklearn.compose.TransformedTargetRegressor with StandardScaler).",
-                    UserWarning, stacklevel=3)
+                    UserWarning, stacklevel=user_stacklevel())
             return
         prior_sd = 1.0 / np.sqrt(ctx.alpha)
         if abs(y_mean) > 3.0 * prior_sd:
@@ -159,7 +160,7 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
                 f"(1/sqrt(alpha) = {prior_sd:.3g}) from 0, and the prior N(0, 1/alpha) also "
                 "covers the intercept: it will be shrunk toward 0 and noise_var_ inflated. "
                 "Centre or standardise y (e.g. sklearn.compose.TransformedTargetRegressor "
-                "with StandardScaler), or lower alpha.", UserWarning, stacklevel=3)
+                "with StandardScaler), or lower alpha.", UserWarning, stacklevel=user_stacklevel())
 
     def _alpha_of_centred_y(self, ctx, y_mean, given_noise, trace_cache=None):
         """The evidence's alpha for ``y - mean(y)`` (None where the mean

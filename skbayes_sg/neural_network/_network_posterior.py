@@ -11,6 +11,7 @@ from .._dask_rows import rowwise
 from ..diagnostics._advice import RunReport
 from .._sampling.samplers import BY_NAME as SAMPLER_MODULES
 from ._backend import _import_torch_backend
+from .._warn_location import user_stacklevel
 
 
 def _validated_rows(estimator, X):
@@ -137,7 +138,7 @@ class NetworkPosteriorMixin:
 
         messages = fit_messages(self)
         if messages:
-            warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=3)
+            warnings.warn(" ".join(messages), MCMCConvergenceWarning, stacklevel=user_stacklevel())
 
     def __skbayes_sg_run__(self):
         """What the convergence advice reads of this fit's run: its mixing

@@ -11,6 +11,7 @@ from ._schedules import schedule_plan
 from .._sampling._draws import MIN_STORED, resolve_budget
 from .._sampling._runner import FitProgress, progress_guard
 from .._sampling._specs import DYNAMICS
+from .._warn_location import user_stacklevel
 
 # n_warmup="auto" / thin="auto": at least MIN_WARMUP_STEPS warm-up steps and a
 # thinning of MIN_THIN, and on data big enough that those are few passes,
@@ -102,7 +103,7 @@ class NetworkRunMixin:
             f"({budget / (1 << 30):.2f} GiB): every {stride}-th is stored "
             f"({kept} per chain, thin_ {stride} times thin), for a run of "
             "the same length. To store more, raise draws_memory_limit or ask for fewer "
-            "draws (n_samples) with a larger thin.", UserWarning, stacklevel=5)
+            "draws (n_samples) with a larger thin.", UserWarning, stacklevel=user_stacklevel())
         return stride
 
     def _run_chains(self, backend, torch, net, tensors, params, run, device, dtype):
