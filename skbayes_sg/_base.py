@@ -419,7 +419,15 @@ class BaseSGMCMC(DaskFitMixin, FitResultsMixin, BaseEstimator):
         continuing = self.warm_start and hasattr(self, "_chain_states")
         if continuing:
             self._check_continuation()
-        X, y = self._validate_X_y(X, y, reset=not continuing)
+        try:
+            X, y = self._validate_X_y(X, y, reset=not continuing)
+        except ValueError as exc:
+            if not (continuing and "features, but" in str(exc)):
+                raise
+            raise ValueError(
+                f"{exc} warm_start=True continues the previous fit's chains, of "
+                f"{self.n_features_in_} features: pass the same columns, or set "
+                "warm_start=False for a fit on new ones.") from None
         y_enc = self._encode_targets(y)
         weights = self._row_weights(X, y, sample_weight)
         return self._fit_encoded(X, y_enc, weights, continuing)

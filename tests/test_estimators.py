@@ -1151,3 +1151,14 @@ def test_warnings_point_at_the_users_line():
     with pytest.warns(UserWarning, match="The mean of y") as record:
         SGMCMCRidge(random_state=0, **SMALL).fit(X, 50.0 + X[:, 0])
     assert {w.filename for w in record} == {__file__}
+
+
+def test_a_warm_start_on_other_columns_says_warm_start_is_why():
+    X, y = _binary()
+    est = SGMCMCLogisticRegression(warm_start=True, random_state=0, **SMALL).fit(X, y)
+    with pytest.raises(ValueError, match=r"X has 3 features, but .* expecting 4 .* "
+                                         r"warm_start=True continues the previous fit's "
+                                         r"chains, of 4 features.*warm_start=False"):
+        est.fit(X[:, :3], y)
+    est.set_params(warm_start=False).fit(X[:, :3], y)       # a fit on new columns
+    assert est.n_features_in_ == 3
