@@ -505,6 +505,24 @@ def test_divergence_raises_and_keeps_no_nan(Est, data, sampler):
     assert np.all(np.isfinite(_draws(est)))
 
 
+def _interrupted_fit(monkeypatch, est, where, X, y):
+    """``est.fit(X, y)`` stopped by Ctrl-C in its set-up or its rounds: the
+    KeyboardInterrupt's notes (its message on Python 3.10)."""
+    from skbayes_sg import _base
+    from skbayes_sg._sampling import _schedule
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    with monkeypatch.context() as m:
+        if where == "set-up":
+            m.setattr(_base.BaseSGMCMC, "_set_up", interrupted)
+        else:
+            m.setattr(_schedule, "run", interrupted)
+        with pytest.raises(KeyboardInterrupt) as info:
+            est.fit(X, y)
+    return info.value.__notes__ if hasattr(info.value, "add_note") else info.value.args
+
+
 @pytest.mark.parametrize("where", ["set-up", "sampling"])
 @pytest.mark.parametrize("warm_start", [False, True])
 def test_an_interrupted_fit_leaves_the_estimator_as_before_the_call(monkeypatch, where,
@@ -515,40 +533,23 @@ def test_an_interrupted_fit_leaves_the_estimator_as_before_the_call(monkeypatch,
     same objects, so it still predicts (before, a refit or a warm start's
     continuation stopped half-way deleted the previous draws). The note
     says which, and how a warm start continues."""
-    from skbayes_sg import _base
-    from skbayes_sg._sampling import _schedule
     X, y = _binary()
-
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
     est = SGMCMCLogisticRegression(warm_start=warm_start, random_state=0, **SMALL)
-    with monkeypatch.context() as m:
-        if where == "set-up":
-            m.setattr(_base.BaseSGMCMC, "_set_up", interrupted)
-        else:
-            m.setattr(_schedule, "run", interrupted)
-        with pytest.raises(KeyboardInterrupt) as info:
-            est.fit(X, y)
-        assert not [k for k in vars(est) if k not in est.get_params()]
-        with pytest.raises(NotFittedError):
-            check_is_fitted(est)
-        notes = info.value.__notes__ if hasattr(info.value, "add_note") else info.value.args
-        assert notes[-1].endswith("the estimator is unfitted, as it was before the call.")
-        assert len(notes) == 1
+    notes = _interrupted_fit(monkeypatch, est, where, X, y)
+    assert not [k for k in vars(est) if k not in est.get_params()]
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+    assert list(notes) == ["SGMCMCLogisticRegression.fit was interrupted: the draws of this "
+                           "call were discarded and the estimator is unfitted, as it was "
+                           "before the call."]
     est.fit(X, y)
     before = dict(vars(est))
     expected = est.predict_proba(X)
-    with monkeypatch.context() as m:
-        if where == "set-up":
-            m.setattr(_base.BaseSGMCMC, "_set_up", interrupted)
-        else:
-            m.setattr(_schedule, "run", interrupted)
-        with pytest.raises(KeyboardInterrupt) as info:
-            est.fit(X[:, :3] if not warm_start else X, y)       # a refit on other columns
+    # a refit on other columns, or a warm start's continuation
+    notes = _interrupted_fit(monkeypatch, est, where, X if warm_start else X[:, :3], y)
     assert vars(est).keys() == before.keys()
     assert all(vars(est)[k] is before[k] for k in before)
     assert_array_equal(est.predict_proba(X), expected)
-    notes = info.value.__notes__ if hasattr(info.value, "add_note") else info.value.args
     assert ("fit with warm_start=True continues them" in notes[-1]) == warm_start
     assert "holds its previous posterior" in notes[-1]
 
