@@ -118,8 +118,9 @@ def test_too_few_rows_to_choose_fit_the_posterior_as_temperature_one_does():
     """Iris holds out 30 rows, fewer than MIN_SELECTION_ROWS but
     MIN_CHECK_ROWS: the fit is the ``temperature=1`` fit checked on them,
     draw for draw (its warning included), with or without
-    ``validation_fraction`` (the default share); data too small to hold out
-    30 rows, or to stratify, are the plain ``temperature=1`` fit."""
+    ``validation_fraction`` (the default share), and so are 100 of its rows
+    (20 held out); data too small to hold out MIN_CHECK_ROWS rows, or to
+    stratify, are the plain ``temperature=1`` fit."""
     X, y = _iris()
     assert MIN_CHECK_ROWS <= 0.2 * len(y) < MIN_SELECTION_ROWS
     for fraction in (None, 0.2):
@@ -128,6 +129,9 @@ def test_too_few_rows_to_choose_fit_the_posterior_as_temperature_one_does():
         np.testing.assert_array_equal(auto.coef_samples_, plain.coef_samples_)
         assert auto.temperature_ == 1.0 and auto.temperature_selection_ is None
         assert auto.validation_error_.n_rows == 30 and auto.validation_fraction_ == 0.2
+    hundred = np.r_[0:34, 50:83, 100:133]                  # 100 rows: 20 held out
+    auto = _quiet(_small(temperature="auto"), X[hundred], y[hundred])
+    assert auto.temperature_selection_ is None and auto.validation_error_.n_rows == 20
     few = np.r_[0:20, 50:70, 100:120]                         # 60 rows: 12 held out
     auto = _quiet(_small(temperature="auto"), X[few], y[few])
     plain = _quiet(_small(temperature=1.0), X[few], y[few])

@@ -289,7 +289,7 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
         ``validation_fraction``, and the fit warns on its held-out check.
         Fewer than 60 held-out rows cannot tell the two apart: the fit is
         then the ``temperature=1`` fit, checked on the held-out rows as with
-        ``validation_fraction=0.2`` from 30 of them. Measured (doc/mlp.rst): digits
+        ``validation_fraction=0.2`` from 20 of them. Measured (doc/mlp.rst): digits
         chooses the cold model (test log-loss 0.065 against the posterior's
         0.123 and ``MLPClassifier``'s 0.067), a 5,000-row problem the
         posterior. The choice and the comparison are ``temperature_``,
@@ -688,7 +688,7 @@ class SGMCMCMLPClassifier(NetworkSettingsMixin, NetworkRunMixin, NetworkPosterio
             below 100 per chain; the message (that of :meth:`check_convergence`)
             names the ``n_samples``, ``thin`` and ``n_warmup`` to use. With
             ``validation_fraction`` or ``temperature="auto"`` (the default,
-            on at least 300 rows): when the checked run's model average has
+            from 100 rows): when the checked run's model average has
             an estimated finite-run bias or Monte Carlo se above 0.01 nats a
             row on the held-out rows, naming the ``thin`` to use.
         """
