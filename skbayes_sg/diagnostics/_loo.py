@@ -410,7 +410,8 @@ def loo(data, X=None, y=None, *, r_eff="auto", var_name=None, exact_tol=EXACT_TO
         elpd_i, mcse_i, refitted = _reloo(estimator, X, y, elpd_i, mcse_i, k, len(flat))
     result = LOOResult(elpd_i, lpd_i, k, len(flat), r_eff, refitted, mcse_i)
     if warn and len(result.bad_k):
-        warnings.warn(_unreliable_message(result, estimator), LOOWarning, stacklevel=user_stacklevel())
+        warnings.warn(_unreliable_message(result, estimator), LOOWarning,
+                      stacklevel=user_stacklevel())
     return result
 
 

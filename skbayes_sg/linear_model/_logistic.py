@@ -677,7 +677,8 @@ def _warn_evidence_at_edge(alpha, low):
     warnings.warn(
         f"alpha='auto': the Laplace evidence kept rising to the end of its search, "
         f"{why}. alpha_={alpha:.3g} is that end, not a maximum. Pass a number for alpha "
-        "(alpha=1.0 with standardised features is the default).", UserWarning, stacklevel=user_stacklevel())
+        "(alpha=1.0 with standardised features is the default).", UserWarning,
+        stacklevel=user_stacklevel())
 
 
 def _log_fixed_point(update):
