@@ -409,10 +409,16 @@ def loo(data, X=None, y=None, *, r_eff="auto", var_name=None, exact_tol=EXACT_TO
     if reloo:
         elpd_i, mcse_i, refitted = _reloo(estimator, X, y, elpd_i, mcse_i, k, len(flat))
     result = LOOResult(elpd_i, lpd_i, k, len(flat), r_eff, refitted, mcse_i)
-    if warn and len(result.bad_k):
+    if warn:
+        _warn_if_unreliable(result, estimator)
+    return result
+
+
+def _warn_if_unreliable(result, estimator):
+    """The LOOWarning of :func:`loo` when some k-hat is too high."""
+    if len(result.bad_k):
         warnings.warn(_unreliable_message(result, estimator), LOOWarning,
                       stacklevel=user_stacklevel())
-    return result
 
 
 def _loo_inputs(data, X, y, var_name, r_eff, reloo):
