@@ -115,23 +115,29 @@ def test_warm_start_continues_the_choice_and_a_number_clears_it():
 
 @pytest.mark.usefixtures("one_torch_thread")
 def test_too_few_rows_to_choose_fit_the_posterior_as_temperature_one_does():
-    """Iris holds out 30 rows, fewer than MIN_SELECTION_ROWS but
-    MIN_CHECK_ROWS: the fit is the ``temperature=1`` fit checked on them,
-    draw for draw (its warning included), with or without
-    ``validation_fraction`` (the default share), and so are 100 of its rows
-    (20 held out); data too small to hold out MIN_CHECK_ROWS rows, or to
-    stratify, are the plain ``temperature=1`` fit."""
+    """From MIN_SELECTION_ROWS held-out rows the fit chooses (iris: 30, and
+    20 of 100 of its rows), and checks the chosen run there. With fewer to
+    choose on but MIN_CHECK_ROWS (the selection's threshold raised to 40
+    here: the two are equal by default), the fit is the ``temperature=1``
+    fit checked on them, draw for draw (its warning included), with or
+    without ``validation_fraction`` (the default share); data too small to
+    hold out MIN_CHECK_ROWS rows, or to stratify, are the plain
+    ``temperature=1`` fit."""
+    from skbayes_sg.neural_network import _network_temperature
     X, y = _iris()
-    assert MIN_CHECK_ROWS <= 0.2 * len(y) < MIN_SELECTION_ROWS
-    for fraction in (None, 0.2):
-        auto = _quiet(_small(temperature="auto", validation_fraction=fraction), X, y)
-        plain = _quiet(_small(temperature=1.0, validation_fraction=0.2), X, y)
-        np.testing.assert_array_equal(auto.coef_samples_, plain.coef_samples_)
-        assert auto.temperature_ == 1.0 and auto.temperature_selection_ is None
-        assert auto.validation_error_.n_rows == 30 and auto.validation_fraction_ == 0.2
+    assert MIN_CHECK_ROWS == MIN_SELECTION_ROWS <= 0.2 * 100
     hundred = np.r_[0:34, 50:83, 100:133]                  # 100 rows: 20 held out
-    auto = _quiet(_small(temperature="auto"), X[hundred], y[hundred])
-    assert auto.temperature_selection_ is None and auto.validation_error_.n_rows == 20
+    for rows, held in ((slice(None), 30), (hundred, 20)):
+        auto = _quiet(_small(temperature="auto"), X[rows], y[rows])
+        assert auto.temperature_selection_["n_rows"] == auto.validation_error_.n_rows == held
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_network_temperature, "MIN_SELECTION_ROWS", 40)
+        for fraction in (None, 0.2):
+            auto = _quiet(_small(temperature="auto", validation_fraction=fraction), X, y)
+            plain = _quiet(_small(temperature=1.0, validation_fraction=0.2), X, y)
+            np.testing.assert_array_equal(auto.coef_samples_, plain.coef_samples_)
+            assert auto.temperature_ == 1.0 and auto.temperature_selection_ is None
+            assert auto.validation_error_.n_rows == 30 and auto.validation_fraction_ == 0.2
     few = np.r_[0:20, 50:70, 100:120]                         # 60 rows: 12 held out
     auto = _quiet(_small(temperature="auto"), X[few], y[few])
     plain = _quiet(_small(temperature=1.0), X[few], y[few])

@@ -287,9 +287,8 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
         difference, else the posterior (a tie goes to the exact Bayesian
         model); the chosen one's chains continue on every row, as with
         ``validation_fraction``, and the fit warns on its held-out check.
-        Fewer than 60 held-out rows cannot tell the two apart: the fit is
-        then the ``temperature=1`` fit, checked on the held-out rows as with
-        ``validation_fraction=0.2`` from 20 of them. Measured (doc/mlp.rst): digits
+        Below 20 held-out rows (100 rows) the fit does not choose: it is
+        then the ``temperature=1`` fit. Measured (doc/mlp.rst): digits
         chooses the cold model (test log-loss 0.065 against the posterior's
         0.123 and ``MLPClassifier``'s 0.067), a 5,000-row problem the
         posterior. The choice and the comparison are ``temperature_``,
