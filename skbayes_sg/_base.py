@@ -418,16 +418,8 @@ class BaseSGMCMC(DaskFitMixin, FitResultsMixin, BaseEstimator):
             return self._fit_on_dask(X, y, sample_weight)      # ._dask_estimator
         continuing = self.warm_start and hasattr(self, "_chain_states")
         if continuing:
-            self._check_continuation()
-        try:
-            X, y = self._validate_X_y(X, y, reset=not continuing)
-        except ValueError as exc:
-            if not (continuing and "features, but" in str(exc)):
-                raise
-            raise ValueError(
-                f"{exc} warm_start=True continues the previous fit's chains, of "
-                f"{self.n_features_in_} features: pass the same columns, or set "
-                "warm_start=False for a fit on new ones.") from None
+            self._check_continuation(X)
+        X, y = self._validate_X_y(X, y, reset=not continuing)
         y_enc = self._encode_targets(y)
         weights = self._row_weights(X, y, sample_weight)
         return self._fit_encoded(X, y_enc, weights, continuing)
@@ -472,7 +464,15 @@ class BaseSGMCMC(DaskFitMixin, FitResultsMixin, BaseEstimator):
         classifier's ``class_weight``), or None."""
         return None
 
-    def _check_continuation(self):
+    def _check_continuation(self, X):
+        # the columns first: sklearn's own message would not say warm_start is why
+        n_columns = np.shape(X)[1] if np.ndim(X) == 2 else None
+        if n_columns is not None and n_columns != self.n_features_in_:
+            raise ValueError(
+                f"X has {n_columns} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input: warm_start=True continues the "
+                f"previous fit's chains, of {self.n_features_in_} features. Pass the same "
+                "columns, or set warm_start=False for a fit on new ones.")
         previous = self._chain_request
         for name in ("n_chains", "sampler", "subsampling", "metric"):
             if previous[name] != getattr(self, name):
