@@ -359,8 +359,19 @@ def main(argv=None):
                         help="with --sweep: run only these SWEEP entries")
     parser.add_argument("--select", action="store_true",
                         help="also the route of SELECT_GRID (chosen on held-out rows)")
+    parser.add_argument("--cold", nargs=2, type=float, default=None,
+                        metavar=("TEMPERATURE", "PRIOR_FACTOR"),
+                        help="the cold candidate of temperature='auto' for this run "
+                             "(COLD_TEMPERATURE, COLD_PRIOR_FACTOR of "
+                             "neural_network/_network_temperature.py; default 0.02 2)")
     args = parser.parse_args(argv)
     SCALE_ON["value"] = args.scale_on
+    if args.cold is not None:
+        # how doc/mlp.rst measured colder candidates: the defaults' own route,
+        # another cold model in it
+        from skbayes_sg.neural_network import _network_temperature
+        _network_temperature.COLD_TEMPERATURE, _network_temperature.COLD_PRIOR_FACTOR = args.cold
+        print(f"cold candidate: temperature={args.cold[0]:g}, prior_scale x {args.cold[1]:g}")
     # torch is imported once a process, by the first network fit: timed
     # here, outside every fit's wall time (sklearn's import is not timed
     # either)
