@@ -214,7 +214,7 @@ class PosteriorPredictiveMixin:
             out[rows] = block
         return out
 
-    def sample_y(self, X, n_draws=1, random_state=None):
+    def sample_y(self, X, n_draws=1, random_state=None, *, n_samples=None):
         """Draw from the posterior predictive distribution.
 
         Every draw of ``y`` comes from one posterior draw ``theta_s = (w_s,
@@ -238,6 +238,11 @@ class PosteriorPredictiveMixin:
             ``posterior_predictive`` group holds.
         random_state : int, RandomState instance or None, default=None
             Seeds the picks and the observation noise.
+        n_samples : int or None, default=None
+            ``GaussianProcessRegressor.sample_y``'s name for ``n_draws``,
+            accepted for code written for it (here the estimator's
+            ``n_samples`` is the draws kept per chain, so this method calls
+            the number ``n_draws``).
 
         Returns
         -------
@@ -246,6 +251,12 @@ class PosteriorPredictiveMixin:
             (``n_draws = n_chains * n_samples`` when ``n_draws=None``); class
             labels (``classes_``) for a classifier.
         """
+        if n_samples is not None:
+            if n_draws != 1:
+                raise TypeError(f"sample_y got n_draws={n_draws!r} and n_samples={n_samples!r}: "
+                                "they are one argument (n_samples is GaussianProcessRegressor's "
+                                "name for it); pass n_draws only.")
+            n_draws = n_samples
         if n_draws is not None and not (
                 isinstance(n_draws, numbers.Integral) and not isinstance(n_draws, bool)
                 and n_draws >= 1):

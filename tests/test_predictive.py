@@ -153,6 +153,16 @@ def test_sample_y_errors(binary):
             clf.sample_y(X_new, n_draws=bad)
     with pytest.raises(NotFittedError):
         SGMCMCLogisticRegression().sample_y(X_new)
+    with pytest.raises(TypeError, match="pass n_draws only"):
+        clf.sample_y(X_new, n_draws=3, n_samples=5)
+
+
+def test_sample_y_takes_gaussian_process_regressors_n_samples(binary):
+    # code written for GaussianProcessRegressor.sample_y(X, n_samples=...)
+    clf, X_new = binary
+    np.testing.assert_array_equal(clf.sample_y(X_new, n_samples=7, random_state=1),
+                                  clf.sample_y(X_new, n_draws=7, random_state=1))
+    assert clf.sample_y(X_new, n_samples=None, random_state=1).shape == (4, 1)
     with pytest.raises(ValueError, match="features"):
         clf.sample_y(X_new[:, :1])
 
