@@ -92,6 +92,7 @@ from ._sampling._glm import model_spec
 from ._sampling._registry import SAMPLERS, SUBSAMPLINGS
 from ._sampling._specs import NETWORK, dynamics_for, estimators_for
 from .diagnostics._advice import check_convergence
+from .exceptions import UncentredTargetWarning
 from .diagnostics._convergence import (
     MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, MCMCConvergenceWarning, SummaryTable,
     bulk_ess_and_rhat, summary)
@@ -768,10 +769,14 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
     est = MODELS[model](**dict(estimator_params or {}))
     _say_estimator(est, rows, network, standardize, say)
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(record=True) as caught:
         # the fit's own convergence warning is reported below, with the check
         warnings.simplefilter("ignore", MCMCConvergenceWarning)
-        est.fit(rows.X_tr, rows.t_tr)
+        try:
+            est.fit(rows.X_tr, rows.t_tr)
+        finally:
+            _print_fit_warnings(caught, stderr, spec is not None and not standardize
+                                and spec.standardize_target)
     seconds = time.perf_counter() - t0
     if network:
         table = None
@@ -1132,6 +1137,21 @@ def _say_held_out_check(est, held_out, say):
     for text in messages:
         say(textwrap.fill(f"Convergence warning: {text}", width=WRAP, subsequent_indent="  "))
     return not messages
+
+
+def _print_fit_warnings(caught, stderr, target_unscaled):
+    """The fit's other warnings (the ridge's mean of ``y``, ...) on ``stderr``
+    as the command's own: a Python warning would point at the interpreter's
+    ``runpy``, the first frame outside the package. With ``target_unscaled``
+    (a model whose target ``--standardize`` scales, not passed) a warning
+    about the target's centre names that option."""
+    for w in caught:
+        kind = "" if w.category is UserWarning else f" ({w.category.__name__})"
+        text = f"python -m skbayes_sg fit: warning{kind}: {w.message}"
+        if target_unscaled and issubclass(w.category, UncentredTargetWarning):
+            text += " Here: pass --standardize, which standardises the target too."
+        print(textwrap.fill(text, width=WRAP, subsequent_indent="  "),
+              file=sys.stderr if stderr is None else stderr, flush=True)
 
 
 def _say_warnings(caught, say):

@@ -1,7 +1,7 @@
 """The exceptions and warnings that skbayes_sg raises, in one public place
 (like :mod:`sklearn.exceptions`), shared by the linear and network engines."""
 
-__all__ = ["ClusterError", "SamplingDivergedError"]
+__all__ = ["ClusterError", "SamplingDivergedError", "UncentredTargetWarning"]
 
 
 class SamplingDivergedError(FloatingPointError, ValueError):
@@ -23,4 +23,16 @@ class ClusterError(RuntimeError):
     pass over the array's blocks; the fit is abandoned.  Its message names
     what failed (the chains and the phase, or the pass) and what to change.
     A subclass of :class:`RuntimeError`.
+    """
+
+
+class UncentredTargetWarning(UserWarning):
+    """``SGMCMCRidge``'s target is far from 0 for its prior.
+
+    The prior ``N(0, 1/alpha)`` covers the intercept too, so a mean of ``y``
+    far from 0 sets ``alpha="auto"`` (or, with ``alpha`` given, shrinks the
+    intercept and inflates ``noise_var_``); the message names the fix:
+    centre or standardise ``y``.  A subclass of :class:`UserWarning`, so that
+    code (and ``python -m skbayes_sg fit``, which names its own fix) can tell
+    it apart.
     """

@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -636,6 +637,26 @@ def test_unscaled_features_warn_and_still_fit(tmp_path, capsys):
     fine = _write_csv(tmp_path / "fine.csv", *_classification_rows(), ["a", "b", "c"])
     status, _, err = _run([fine, "--target", "label", "--model", "logistic", *SHORT], capsys)
     assert status == 0 and "unscaled" not in err
+
+
+def test_a_fit_warning_is_the_commands_own_and_names_its_option(tmp_path, capsys):
+    # the ridge's target far from 0: printed as the command's warning (not a
+    # Python warning pointing at runpy), with the option that fixes it
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 2))
+    y = X @ [1.0, -1.0] + 150.0 + rng.standard_normal(100)
+    path = _write_csv(tmp_path / "far.csv", X, y.tolist(), ["a", "b"], target="t")
+    with warnings.catch_warnings(record=True) as escaped:
+        warnings.simplefilter("always")
+        status, text, err = _run([path, "--target", "t", "--model", "ridge", *SHORT], capsys)
+    assert status == 0 and "Posterior summary" in text
+    assert not [w for w in escaped if issubclass(w.category, UserWarning)]
+    assert err.startswith("python -m skbayes_sg fit: warning (UncentredTargetWarning): "
+                          "The mean of y")
+    assert "Here: pass --standardize" in err and "runpy" not in err
+    status, _, err = _run([path, "--target", "t", "--model", "ridge", "--standardize",
+                           *SHORT], capsys)
+    assert status == 0 and "warning" not in err
 
 
 def test_unscaled_rule_dense_and_sparse_without_densifying(monkeypatch):

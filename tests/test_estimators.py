@@ -806,8 +806,13 @@ def test_ridge_warns_when_the_intercept_prior_binds():
     X = rng.standard_normal((100, 2))
     y = X @ [1.0, -1.0] + 150.0 + rng.standard_normal(100)
     est = SGMCMCRidge(n_chains=2, random_state=0)
-    with pytest.warns(UserWarning, match="Centre or standardise y"):
+    # its own category, a UserWarning, for both alpha="auto" and a given alpha
+    from skbayes_sg.exceptions import UncentredTargetWarning
+    assert issubclass(UncentredTargetWarning, UserWarning)
+    with pytest.warns(UncentredTargetWarning, match="Centre or standardise y"):
         est.fit(X, y)
+    with pytest.warns(UncentredTargetWarning, match="3 prior standard deviations"):
+        SGMCMCRidge(n_chains=2, random_state=0, alpha=1.0).fit(X, y)
     # centred targets, or a weak prior, fit quietly
     import warnings as _w
     with _w.catch_warnings():

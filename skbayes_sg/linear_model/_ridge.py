@@ -16,6 +16,7 @@ from .._sampling._spectrum import (EVIDENCE_LOG_SE, EVIDENCE_MAX_PROBES, EVIDENC
                                    jackknife_se)
 from ._logistic import _DOC_ATTRS, _DOC_PARAMS, _single_output_attrs
 from .._warn_location import user_stacklevel
+from ..exceptions import UncentredTargetWarning
 
 
 @estimator_parameters(noise_var="auto", alpha="auto")
@@ -151,7 +152,7 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
                     "unpenalised, is near the centred value), so the slopes' prior is set "
                     "by the intercept. Centre or standardise y (e.g. "
                     "sklearn.compose.TransformedTargetRegressor with StandardScaler).",
-                    UserWarning, stacklevel=user_stacklevel())
+                    UncentredTargetWarning, stacklevel=user_stacklevel())
             return
         prior_sd = 1.0 / np.sqrt(ctx.alpha)
         if abs(y_mean) > 3.0 * prior_sd:
@@ -160,7 +161,8 @@ class SGMCMCRidge(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
                 f"(1/sqrt(alpha) = {prior_sd:.3g}) from 0, and the prior N(0, 1/alpha) also "
                 "covers the intercept: it will be shrunk toward 0 and noise_var_ inflated. "
                 "Centre or standardise y (e.g. sklearn.compose.TransformedTargetRegressor "
-                "with StandardScaler), or lower alpha.", UserWarning, stacklevel=user_stacklevel())
+                "with StandardScaler), or lower alpha.", UncentredTargetWarning,
+                stacklevel=user_stacklevel())
 
     def _alpha_of_centred_y(self, ctx, y_mean, given_noise, trace_cache=None):
         """The evidence's alpha for ``y - mean(y)`` (None where the mean
