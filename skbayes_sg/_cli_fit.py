@@ -769,14 +769,8 @@ def fit_file(data, *, target=None, libsvm=False, model="logistic", out=None, tes
     est = MODELS[model](**dict(estimator_params or {}))
     _say_estimator(est, rows, network, standardize, say)
     t0 = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        # the fit's own convergence warning is reported below, with the check
-        warnings.simplefilter("ignore", MCMCConvergenceWarning)
-        try:
-            est.fit(rows.X_tr, rows.t_tr)
-        finally:
-            _print_fit_warnings(caught, stderr, spec is not None and not standardize
-                                and spec.standardize_target)
+    _fit_printing_warnings(est, rows, stderr, spec is not None and not standardize
+                           and spec.standardize_target)
     seconds = time.perf_counter() - t0
     if network:
         table = None
@@ -1137,6 +1131,18 @@ def _say_held_out_check(est, held_out, say):
     for text in messages:
         say(textwrap.fill(f"Convergence warning: {text}", width=WRAP, subsequent_indent="  "))
     return not messages
+
+
+def _fit_printing_warnings(est, rows, stderr, target_unscaled):
+    """``est.fit`` on the training rows, its warnings printed as the command's
+    (:func:`_print_fit_warnings`), also when the fit stops with an error."""
+    with warnings.catch_warnings(record=True) as caught:
+        # the fit's own convergence warning is reported below, with the check
+        warnings.simplefilter("ignore", MCMCConvergenceWarning)
+        try:
+            est.fit(rows.X_tr, rows.t_tr)
+        finally:
+            _print_fit_warnings(caught, stderr, target_unscaled)
 
 
 def _print_fit_warnings(caught, stderr, target_unscaled):
