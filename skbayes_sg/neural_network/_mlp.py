@@ -234,7 +234,13 @@ _DOC = """Bayesian multi-layer perceptron classifier sampled by SG-MCMC.
         the user guide): 1-2 under-fit (the logits stay small, the model
         average is under-confident), 7 and more spread the posterior so that
         the model average gets less accurate and varies from seed to seed.
-        Only with ``prior="fan_in"``.
+        Only with ``prior="fan_in"``. The scale is that of inputs of unit
+        variance: standardise the features (``StandardScaler`` in a
+        pipeline, as for ``MLPClassifier``). On digits scaled to [0, 1]
+        (``X / 16``, as scikit-learn's examples do) the default fit's test
+        log-loss is 0.086, against 0.069 with ``StandardScaler`` fitted on
+        the training rows (seeds 0-2; ``MLPClassifier`` 0.066 on ``X /
+        16``): inputs of sd ~0.27 make the first layer's prior narrow.
 
     prior_bias_scale : float, default=1.0
         Standard deviation of every bias under ``prior="fan_in"``.
