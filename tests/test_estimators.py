@@ -1046,6 +1046,58 @@ def test_logistic_alpha_auto_by_quadrature_maximises_the_laplace_evidence(monkey
     np.testing.assert_allclose(est.mode_.ravel(), mode, atol=1e-3)
 
 
+@pytest.mark.parametrize("outputs", [1, 3])
+def test_the_rows_side_evidence_is_the_dense_evidence(outputs):
+    """Fewer rows than coefficients: the evidence from the rows' ``n K x n K``
+    matrix (Sylvester's identity, ``_DualEvidence``) is the dense Hessian's
+    (``_DenseEvidence``): the same log evidence and MacKay update at each
+    alpha, to rounding.  Dense rows with sample weights for one output, CSR
+    rows for the softmax's three; both with the intercept's column."""
+    from skbayes_sg._sampling._glm import SOFTMAX
+    from skbayes_sg.linear_model._logistic import _DenseEvidence, _DualEvidence
+    rng = np.random.default_rng(3)
+    n, d = 40, 90
+    X = rng.standard_normal((n, d))
+    eta = X @ (0.3 * rng.standard_normal((d, outputs)))
+    if outputs == 1:
+        y, glm, weights = (rng.random(n) < 1 / (1 + np.exp(-eta[:, 0]))).astype(float), \
+            GLM(LOGISTIC, 1), rng.uniform(0.5, 2.0, n)
+    else:
+        X = sp.csr_matrix(X * (rng.random((n, d)) < 0.2))
+        y, glm, weights = np.argmax(eta + rng.gumbel(size=eta.shape), axis=1).astype(float), \
+            GLM(SOFTMAX, 3), None
+    for alpha in (0.3, 2.0):
+        routes = [cls(FitContext(X, y, glm, 1.0, True, n, weights))
+                  for cls in (_DenseEvidence, _DualEvidence)]
+        assert routes[0].ctx.dim > n * outputs
+        assert_allclose(*[r.log_evidence(alpha) for r in routes], rtol=1e-10)
+        routes = [cls(FitContext(X, y, glm, 1.0, True, n, weights))
+                  for cls in (_DenseEvidence, _DualEvidence)]
+        assert_allclose(*[r.fixed_point(alpha) for r in routes], rtol=1e-9)
+
+
+def test_logistic_alpha_auto_above_the_dense_limit_with_few_rows(monkeypatch):
+    """alpha='auto' above MAX_DENSE_LAPLACE parameters with fewer rows than
+    that (here the limit forced to 200: 120 rows of 300 features) takes the
+    rows' side of the spectrum: the dense route's alpha_ (both exact; the
+    search's tolerance is 1e-4 in log alpha), at under a third of the
+    quadrature's set-up passes (which 500 rows of 5,000 dense features made
+    16,000 of)."""
+    from skbayes_sg.linear_model import _logistic
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((120, 300))
+    eta = X @ (0.15 * rng.standard_normal(300))
+    y = (rng.random(120) < 1 / (1 + np.exp(-eta))).astype(int)
+    kw = dict(alpha="auto", n_samples=20, n_warmup=20, n_chains=2, random_state=0)
+    dense = SGMCMCLogisticRegression(**kw).fit(X, y)
+    monkeypatch.setattr(_logistic, "MAX_DENSE_LAPLACE", 200)
+    rows = SGMCMCLogisticRegression(**kw).fit(X, y)
+    assert abs(np.log(rows.alpha_ / dense.alpha_)) < 1e-3, (rows.alpha_, dense.alpha_)
+    monkeypatch.setattr(_logistic, "MAX_DENSE_LAPLACE", 100)
+    quadrature = SGMCMCLogisticRegression(**kw).fit(X, y)
+    assert 3 * rows.n_setup_passes_ < quadrature.n_setup_passes_
+
+
 @pytest.mark.parametrize("route", ["dense", "quadrature"])
 def test_logistic_alpha_auto_says_when_the_evidence_has_no_maximum(route, monkeypatch):
     """Separable classes: the Laplace evidence rises as alpha falls (the

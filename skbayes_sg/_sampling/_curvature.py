@@ -166,6 +166,28 @@ class CurvatureMixin:
             hw = LOCAL_CURVATURE_SAFETY * hw
         return self.alpha * scale_max + self.gram_norm(col_scale, hw)
 
+    def row_gram(self):
+        """``X_ext X_ext^T``, shape (n, n): the rows' inner products, the
+        constant column included.  The likelihood's Hessian ``X_ext^T W
+        X_ext`` shares its nonzero eigenvalues with ``W^1/2 X_ext X_ext^T
+        W^1/2`` (Sylvester's identity), the small side where rows are fewer
+        than coefficients.  Counted as the passes its multiply-adds make: n
+        for dense rows, ``sum_j c_j^2 / nnz`` for CSR rows (``c_j`` the
+        non-zeros of column j)."""
+        X = self.X
+        if sp.issparse(X):
+            X = X.tocsr()
+            gram = np.asarray((X @ X.T).toarray(), dtype=np.float64)
+            counts = np.bincount(X.indices, minlength=X.shape[1]).astype(np.float64)
+            passes = float(counts @ counts) / max(X.nnz, 1)
+        else:
+            X = _float64(X)
+            gram, passes = X @ X.T, float(self.n)
+        if self.fit_intercept:
+            gram += 1.0
+        self.n_grad_evals += int(np.ceil(passes)) * self.n
+        return gram
+
     def hessian_row_weights(self, theta, full=False):
         """Per-datum curvature ``d^2 phi / dz^2`` at theta as one number per datum
         (a softmax datum: the trace of its K x K block, which bounds its largest
