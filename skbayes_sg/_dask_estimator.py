@@ -202,6 +202,7 @@ class DaskFitMixin:
                              f"dense Hessian (up to {MAX_DENSE_LAPLACE}); compute X into "
                              "memory.")
         self._fit_context_hook(ctx)       # the model's settings (ridge's noise variance)
+        self._few_rows = None             # a pool's rows are not the data's count
         return ctx.mode(), ctx
 
     def _sample_pool(self, data, population, pool):

@@ -214,7 +214,12 @@ class FitResultsMixin:
                       "posterior and mixes far faster.")
         else:
             advice = "Check the data are scaled (standardise X) and the model fits."
-        return " ".join(filter(None, [SAMPLER_MODULES[self.sampler_].MIXING_HINT, advice]))
+        return " ".join(filter(None, [SAMPLER_MODULES[self.sampler_].MIXING_HINT,
+                                      self._model_hint(), advice]))
+
+    def _model_hint(self):
+        """The model's own words in the convergence warning's hint ("": none)."""
+        return ""
 
     def __sklearn_is_fitted__(self):
         """Fitted when it holds draws (``check_is_fitted``): a fit that

@@ -170,3 +170,27 @@ def test_the_shared_start_caveat_reads_what_the_fit_recorded(cancer):
             assert est._chains_share_a_start() is shared, (init, metric)
             est.fit(X, y)   # continued: no new start, the same record
         assert est._chains_share_a_start() is shared, (init, metric)
+
+
+def test_fewer_rows_than_coefficients_at_a_given_alpha_name_alpha_auto():
+    """A given alpha on fewer rows than coefficients: the prior shapes the
+    posterior, and a wide one lets the classes separate (500 rows of 5,000
+    features at alpha=1 did not converge in 12,000 passes; alpha='auto'
+    converged in 18,000).  An unconverged fit says so, with the prior sd of
+    a row's logit, and names alpha='auto' (so does check_convergence); with
+    more rows than coefficients, or at alpha='auto', it does not."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 200))
+    y = (X[:, :5].sum(axis=1) > 0).astype(int)
+    fit_texts, check_texts, converged = _fit_and_check(
+        SGMCMCLogisticRegression(n_samples=20, random_state=0), X, y)
+    assert not converged and len(fit_texts) == 1
+    logit_sd = np.sqrt(np.median(np.sum(X * X, axis=1)) + 1.0)
+    for text in (fit_texts[0], " ".join(check_texts)):
+        assert "more coefficients (201) than rows (40)" in text
+        assert f"prior sd of {logit_sd:.3g}" in text and "alpha='auto'" in text
+    for est, rows in [(SGMCMCLogisticRegression(n_samples=20, random_state=0), X[:, :30]),
+                      (SGMCMCLogisticRegression(alpha="auto", n_samples=20, random_state=0),
+                       X)]:
+        fit_texts, _, converged = _fit_and_check(est, rows, y)
+        assert not converged and "more coefficients" not in fit_texts[0]

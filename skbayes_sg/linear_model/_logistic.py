@@ -3,6 +3,7 @@ import numbers
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import expit, log_softmax, logsumexp, softmax
 from sklearn.base import ClassifierMixin
 from sklearn.preprocessing import LabelEncoder
@@ -402,6 +403,21 @@ class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSG
     def _fit_context_hook(self, ctx):
         if isinstance(self.alpha, str):
             ctx.alpha = _laplace_evidence_alpha(ctx)
+            self._few_rows = None
+        else:
+            self._few_rows = _few_rows(ctx)
+
+    def _model_hint(self):
+        """A given alpha on fewer rows than coefficients: the prior shapes
+        the posterior, and a wide one lets the classes separate."""
+        if getattr(self, "_few_rows", None) is None:
+            return ""
+        n, dext, logit_sd = self._few_rows
+        return (f"There are more coefficients ({dext:,}) than rows ({n:,}), so the prior "
+                f"shapes the posterior: alpha={self.alpha!r} gives a row's logit a prior sd "
+                f"of {logit_sd:.3g} here, wide enough for the classes to separate, where the "
+                "posterior is the prior cut by their separating planes and chains cross it "
+                "slowly. alpha='auto' chooses the prior from the data.")
 
     def _alpha_from_modes(self, mode_at, start):
         """``alpha="auto"`` from the whole data's modes and Hessians found
@@ -723,6 +739,20 @@ def _dense_gamma(hessian, alpha):
     likelihood's eigenvalues (``hessian``'s, prior included, less alpha)."""
     lam = np.clip(np.linalg.eigvalsh(hessian) - alpha, 0.0, None)
     return float(np.sum(lam / (lam + alpha)))
+
+
+def _few_rows(ctx):
+    """``(rows, coefficients per class, prior sd of a row's logit)``
+    (the median row's ``sqrt(|x_ext|^2 / alpha)``) where rows are fewer than
+    a class's coefficients, else None; one counted pass then."""
+    if ctx.n >= ctx.dext:
+        return None
+    X = ctx.X
+    squares = (np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X)
+               else np.einsum("ij,ij->i", X, X, dtype=np.float64))
+    ctx.n_grad_evals += ctx.n
+    median = float(np.median(squares)) + float(ctx.fit_intercept)
+    return ctx.n, ctx.dext, float(np.sqrt(median / ctx.alpha))
 
 
 class _DenseEvidence:
