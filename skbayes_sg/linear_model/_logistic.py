@@ -413,8 +413,9 @@ class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSG
         if getattr(self, "_few_rows", None) is None:
             return ""
         n, dext, logit_sd = self._few_rows
-        return (f"There are more coefficients ({dext:,}) than rows ({n:,}), so the prior "
-                f"shapes the posterior: alpha={self.alpha!r} gives a row's logit a prior sd "
+        per_class = " a class" if len(self.classes_) > 2 else ""
+        return (f"There are more coefficients ({dext:,}{per_class}) than rows ({n:,}), so the "
+                f"prior shapes the posterior: alpha={self.alpha!r} gives a row's logit a prior sd "
                 f"of {logit_sd:.3g} here, wide enough for the classes to separate, where the "
                 "posterior is the prior cut by their separating planes and chains cross it "
                 "slowly. alpha='auto' chooses the prior from the data.")
