@@ -780,60 +780,6 @@ class _DenseEvidence:
         self.ctx.set_alpha(alpha)
 
 
-class _DualEvidence:
-    """The evidence's spectrum from the rows' side: with fewer rows than
-    coefficients, the likelihood's Hessian ``sum_i W_i (x) x_i x_i^T`` has
-    the nonzero eigenvalues of the ``n K x n K`` matrix with blocks ``G_ij
-    S_i S_j`` (``G`` the rows' Gram, :meth:`row_gram`, made once; ``S_i =
-    W_i^(1/2)``), and ``dim - n K`` at zero: exact, as :class:`_DenseEvidence`,
-    at ``O((n K)^3)`` an alpha where the quadrature of 500 rows of 5,000
-    dense features spent about 16,000 passes."""
-
-    def __init__(self, ctx):
-        self.ctx = ctx
-        self.gram = None
-        self.theta = None
-
-    def _likelihood_eigenvalues(self, alpha):
-        ctx = self.ctx
-        ctx.set_alpha(alpha)
-        if self.theta is not None:
-            ctx.search_mode_from(self.theta)
-        theta = self.theta = ctx.mode()
-        if self.gram is None:
-            self.gram = ctx.row_gram()
-        hw = ctx.hessian_row_weights(theta, full=True)
-        if hw.ndim == 1:
-            root = np.sqrt(np.clip(hw, 0.0, None))
-            rows = root[:, None] * self.gram * root[None, :]
-        else:   # each row's K x K block: its symmetric square root S_i
-            values, vectors = np.linalg.eigh(hw)
-            root = np.einsum("nkm,nm,nlm->nkl", vectors,
-                             np.sqrt(np.clip(values, 0.0, None)), vectors)
-            size = hw.shape[0] * hw.shape[1]
-            rows = np.einsum("ij,imk,jkl->imjl", self.gram, root, root).reshape(size, size)
-        return theta, np.clip(np.linalg.eigvalsh(rows), 0.0, None)
-
-    def fixed_point(self, alpha):
-        """MacKay's update ``gamma / |theta_hat|^2`` at ``alpha``."""
-        theta, lam = self._likelihood_eigenvalues(alpha)
-        return _mackay_update(float(np.sum(lam / (lam + alpha))), theta)
-
-    def settle(self, slope):
-        """Nothing to settle: the spectrum is exact."""
-
-    def log_evidence(self, alpha):
-        theta, lam = self._likelihood_eigenvalues(alpha)
-        u, _ = self.ctx.potential_and_grad(theta)
-        self.ctx.n_grad_evals += self.ctx.n
-        # log det H = dim log alpha + sum log(1 + lambda_j / alpha)
-        return -u - 0.5 * float(np.sum(np.log1p(lam / alpha)))
-
-    def leave_at(self, alpha):
-        self.ctx.set_alpha(alpha)
-        self.ctx.search_mode_from(self.theta)
-
-
 class _PopulationEvidence:
     """The evidence from the whole data's modes and dense Hessians found
     elsewhere: ``mode_at(alpha, start)`` returns one with ``mode``,
@@ -884,12 +830,18 @@ class _QuadratureEvidence:
         self.n_probes = EVIDENCE_PROBES
         self.theta = self.trace = None
 
-    def _spectrum_at(self, alpha):
-        ctx = self.ctx
-        ctx.set_alpha(alpha)
+    def _mode_at(self, alpha):
+        """The mode at ``alpha``, its search started at the last one."""
+        self.ctx.set_alpha(alpha)
         if self.theta is not None:
-            ctx.search_mode_from(self.theta)
-        theta = self.theta = ctx.mode()
+            self.ctx.search_mode_from(self.theta)
+        self.theta = self.ctx.mode()
+        return self.theta
+
+    def _spectrum_at(self, alpha):
+        """``(mode, (nodes, masses))``: the likelihood's spectrum there."""
+        ctx = self.ctx
+        theta = self._mode_at(alpha)
         weights = ctx.hessian_row_weights(theta, full=True)
         self.trace = StochasticTrace(lambda v: ctx.hessian_vector(weights, v) - alpha * v, ctx.dim)
         self._add_probes(self.n_probes)
@@ -931,3 +883,39 @@ class _QuadratureEvidence:
     def leave_at(self, alpha):
         self.ctx.set_alpha(alpha)
         self.ctx.search_mode_from(self.theta)
+
+
+class _DualEvidence(_QuadratureEvidence):
+    """The evidence's spectrum from the rows' side: with fewer rows than
+    coefficients, the likelihood's Hessian ``sum_i W_i (x) x_i x_i^T`` has
+    the nonzero eigenvalues of the ``n K x n K`` matrix with blocks ``G_ij
+    S_i S_j`` (``G`` the rows' Gram, :meth:`row_gram`, made once; ``S_i =
+    W_i^(1/2)``), and ``dim - n K`` at zero: exact, as :class:`_DenseEvidence`,
+    at ``O((n K)^3)`` an alpha where the quadrature of 500 rows of 5,000
+    dense features spent about 16,000 passes.  The quadrature's sums, each
+    node of mass 1."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.gram = self.theta = None
+
+    def _spectrum_at(self, alpha):
+        ctx = self.ctx
+        theta = self._mode_at(alpha)
+        if self.gram is None:
+            self.gram = ctx.row_gram()
+        hw = ctx.hessian_row_weights(theta, full=True)
+        if hw.ndim == 1:
+            root = np.sqrt(np.clip(hw, 0.0, None))
+            rows = root[:, None] * self.gram * root[None, :]
+        else:   # each row's K x K block: its symmetric square root S_i
+            values, vectors = np.linalg.eigh(hw)
+            root = np.einsum("nkm,nm,nlm->nkl", vectors,
+                             np.sqrt(np.clip(values, 0.0, None)), vectors)
+            size = hw.shape[0] * hw.shape[1]
+            rows = np.einsum("ij,imk,jkl->imjl", self.gram, root, root).reshape(size, size)
+        nodes = np.clip(np.linalg.eigvalsh(rows), 0.0, None)
+        return theta, (nodes, np.ones_like(nodes))
+
+    def settle(self, slope):
+        """Nothing to settle: the spectrum is exact."""
