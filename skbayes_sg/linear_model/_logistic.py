@@ -12,9 +12,10 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 
 from .._dask_rows import rowwise
+from .._setup import ROW_COST_FIXED, ROW_COST_PER_NONZERO, row_nonzeros
 from .._base import BaseSGMCMC, PosteriorPredictiveMixin, estimator_parameters
 from .._sampling._row_algebra import MAX_DENSE_LAPLACE, laplace_log_evidence
-from .._sampling._spectrum import (EVIDENCE_LOG_SE, EVIDENCE_PROBES,
+from .._sampling._spectrum import (EVIDENCE_LOG_SE, EVIDENCE_PROBE_STEPS, EVIDENCE_PROBES,
                                    StochasticTrace, jackknife_se)
 from .._sampling._glm import GLM, LOGISTIC, SOFTMAX
 from .._sampling._specs import LINEAR, hyperparameter_doc, sampler_doc
@@ -341,8 +342,8 @@ class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSG
         ``alpha = gamma / |theta_hat|^2``, then a Brent search on the
         approximate evidence itself; each step a mode search and the
         Hessian's spectrum there: dense up to 4,000 parameters; above, exact
-        from the rows' Gram where rows times classes are at most 4,000 (500
-        rows of 5,000 features: 1,100 passes), else a stochastic Lanczos
+        from the rows' Gram where that is cheaper (few rows: 500 rows of 5,000
+        features, 1,100 passes), else a stochastic Lanczos
         quadrature of Hessian-vector products, about 17,000 passes at 10^4
         text features), counted in ``n_setup_passes_``,
         stored in ``alpha_``.""") + """
@@ -649,14 +650,14 @@ def _laplace_evidence_alpha(ctx):
     itself.  Every evaluation is a mode search
     (Newton, a few counted passes) and the Hessian's spectrum there: dense
     up to ``MAX_DENSE_LAPLACE`` parameters (:class:`_DenseEvidence`); above
-    them, the rows' side of the same spectrum where the rows times the
-    outputs are at most ``MAX_DENSE_LAPLACE`` (:class:`_DualEvidence`,
-    exact too), else a stochastic Lanczos quadrature of Hessian-vector
+    them, the rows' side of the same spectrum where that is cheaper
+    (:func:`_rows_side_pays`; :class:`_DualEvidence`, exact too), else a
+    stochastic Lanczos quadrature of Hessian-vector
     products (:class:`_QuadratureEvidence`).  The context is left at the
     final alpha, its mode to be found there."""
     if ctx.dim <= MAX_DENSE_LAPLACE:
         evidence, kind = _DenseEvidence(ctx), "dense"
-    elif ctx.n * ctx.glm.n_outputs <= MAX_DENSE_LAPLACE:
+    elif _rows_side_pays(ctx):
         evidence, kind = _DualEvidence(ctx), "dense"
     else:
         evidence, kind = _QuadratureEvidence(ctx), "quadrature"
@@ -740,6 +741,30 @@ def _dense_gamma(hessian, alpha):
     likelihood's eigenvalues (``hessian``'s, prior included, less alpha)."""
     lam = np.clip(np.linalg.eigvalsh(hessian) - alpha, 0.0, None)
     return float(np.sum(lam / (lam + alpha)))
+
+
+#: the rows' side's eigenvalues of ``m = n K`` rows cost about this many
+#: units of ``ROW_COST_*`` times ``m^3`` an alpha (LAPACK's BLAS-3
+#: tridiagonalisation runs many times a sparse pass's speed a flop): 3,000
+#: rows took 1.3 s an alpha, 18,700 passes of 3,000 text rows (15 non-zeros)
+#: 4.5 s, 0.3 ns a unit
+ROWS_SIDE_COST = 0.16
+
+
+def _rows_side_pays(ctx):
+    """Whether the rows' side (:class:`_DualEvidence`) is cheaper an alpha
+    than the quadrature's ``EVIDENCE_PROBES x EVIDENCE_PROBE_STEPS``
+    Hessian-vector products (passes at ``ROW_COST_*``), and has at most
+    ``MAX_DENSE_LAPLACE`` rows times outputs.  500 dense rows of 5,000
+    features: 2e7 against 1.2e10 units (1,129 set-up passes against
+    17,001); 3,000 text rows of 10^4 features: 4.3e9 against 8.2e8 (there
+    the quadrature took 4.5 s, the rows' side 26 s)."""
+    size = ctx.n * ctx.glm.n_outputs
+    if size > MAX_DENSE_LAPLACE:
+        return False
+    passes = EVIDENCE_PROBES * EVIDENCE_PROBE_STEPS
+    row = ROW_COST_FIXED + ROW_COST_PER_NONZERO * row_nonzeros(ctx)
+    return ROWS_SIDE_COST * float(size) ** 3 < passes * ctx.n * row * ctx.glm.n_outputs
 
 
 def _few_rows(ctx):
