@@ -212,6 +212,22 @@ def test_logistic_alpha_auto_on_dask_is_the_in_memory_evidence(client, classes):
         _agree(memory, est)
 
 
+def test_poisson_alpha_auto_on_dask_is_the_in_memory_evidence(client):
+    """SGMCMCPoissonRegressor(alpha="auto") on a dask array: the logistic
+    route's search (each alpha's mode by Newton passes on the cluster) finds
+    the in-memory alpha_ (the modes' tolerance moves this flat maximum a
+    little, as for the logistic)."""
+    from skbayes_sg import SGMCMCPoissonRegressor
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(30_000, 4))
+    y = rng.poisson(np.exp(0.2 + X @ np.array([0.3, -0.2, 0.0, 0.1]))).astype(float)
+    memory = SGMCMCPoissonRegressor(alpha="auto", random_state=0).fit(X, y)
+    est = SGMCMCPoissonRegressor(alpha="auto", random_state=1).fit(
+        da.from_array(X, chunks=(6_000, 4)), da.from_array(y, chunks=6_000))
+    assert abs(np.log(est.alpha_ / memory.alpha_)) < 0.01, (est.alpha_, memory.alpha_)
+    assert est.get_params()["alpha"] == "auto"
+
+
 def test_sample_y_on_dask_is_lazy_reproducible_and_centred(client):
     rng = np.random.default_rng(7)
     X = rng.normal(size=(3_000, 2))

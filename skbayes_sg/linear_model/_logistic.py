@@ -317,7 +317,29 @@ _DOC_ATTRS = """
 
 
 @estimator_parameters(class_weight=None)
-class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSGMCMC):
+class EvidenceAlphaMixin:
+    """``alpha="auto"``: the prior precision that maximises the Laplace
+    approximation of the evidence, set before sampling (in memory,
+    :func:`_laplace_evidence_alpha`; on a dask array,
+    :meth:`_alpha_from_modes`), for the GLMs whose only hyperparameter is
+    alpha (logistic, Poisson)."""
+
+    def _fit_context_hook(self, ctx):
+        if isinstance(self.alpha, str):
+            ctx.alpha = _laplace_evidence_alpha(ctx)
+
+    def _alpha_from_modes(self, mode_at, start):
+        """``alpha="auto"`` from the whole data's modes and Hessians found
+        elsewhere (a dask array's Newton passes on the cluster; see
+        :class:`_PopulationEvidence`), by the in-memory dense search.
+        Returns ``(alpha, the mode there)``."""
+        evidence = _PopulationEvidence(mode_at, start)
+        alpha = _maximise_evidence(evidence, "dense")
+        return alpha, evidence.mode
+
+
+class SGMCMCLogisticRegression(EvidenceAlphaMixin, PosteriorPredictiveMixin, ClassifierMixin,
+                               BaseSGMCMC):
     # assembled from shared parameter text: a bare string expression would
     # not become the docstring
     __doc__ = """Bayesian logistic regression sampled by stochastic-gradient MCMC.
@@ -402,11 +424,8 @@ class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSG
         return compute_sample_weight(self.class_weight, y)
 
     def _fit_context_hook(self, ctx):
-        if isinstance(self.alpha, str):
-            ctx.alpha = _laplace_evidence_alpha(ctx)
-            self._few_rows = None
-        else:
-            self._few_rows = _few_rows(ctx)
+        super()._fit_context_hook(ctx)
+        self._few_rows = None if isinstance(self.alpha, str) else _few_rows(ctx)
 
     def _model_hint(self):
         """A given alpha on fewer rows than coefficients: the prior shapes
@@ -420,15 +439,6 @@ class SGMCMCLogisticRegression(PosteriorPredictiveMixin, ClassifierMixin, BaseSG
                 f"of {logit_sd:.3g} here, wide enough for the classes to separate, where the "
                 "posterior is the prior cut by their separating planes and chains cross it "
                 "slowly. alpha='auto' chooses the prior from the data.")
-
-    def _alpha_from_modes(self, mode_at, start):
-        """``alpha="auto"`` from the whole data's modes and Hessians found
-        elsewhere (a dask array's Newton passes on the cluster; see
-        :class:`_PopulationEvidence`), by the in-memory dense search.
-        Returns ``(alpha, the mode there)``."""
-        evidence = _PopulationEvidence(mode_at, start)
-        alpha = _maximise_evidence(evidence, "dense")
-        return alpha, evidence.mode
 
     def _encode_targets(self, y):
         check_classification_targets(y)
@@ -697,8 +707,9 @@ def _warn_evidence_at_edge(alpha, low):
     classes, where the mode runs off as the prior weakens (text rows with
     labels a threshold of a linear predictor: the evidence rose 200 nats as
     alpha fell from 0.21 to 0.077)."""
-    why = ("toward a weaker prior: the classes are (nearly) separable, and the "
-           "mode grows without bound as alpha falls" if low else
+    why = ("toward a weaker prior: the mode grows without bound as alpha falls "
+           "(classes that are (nearly) separable, or counts of 0 that a feature alone "
+           "fits)" if low else
            "toward a stronger prior: the data say little about the coefficients")
     warnings.warn(
         f"alpha='auto': the Laplace evidence kept rising to the end of its search, "

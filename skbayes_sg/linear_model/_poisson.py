@@ -1,16 +1,20 @@
 """Bayesian Poisson regression (log link, counts) by SG-MCMC."""
 
+import numbers
+
 import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.metrics import d2_tweedie_score
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._dask_rows import rowwise
 from .._base import BaseSGMCMC, PosteriorPredictiveMixin
 from .._sampling._glm import GLM, POISSON, model_spec
-from ._logistic import _DOC_ATTRS, _DOC_PARAMS, _single_output_attrs
+from ._logistic import _DOC_ATTRS, _DOC_PARAMS, EvidenceAlphaMixin, _single_output_attrs
 
 
-class SGMCMCPoissonRegressor(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCMC):
+class SGMCMCPoissonRegressor(EvidenceAlphaMixin, PosteriorPredictiveMixin, RegressorMixin,
+                             BaseSGMCMC):
     # assembled from shared parameter text: a bare string expression would
     # not become the docstring
     __doc__ = """Bayesian Poisson regression (log link) sampled by stochastic-gradient MCMC.
@@ -32,7 +36,18 @@ class SGMCMCPoissonRegressor(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCM
     be fitted), but must be nonnegative with a positive sum.
 
     Parameters
-    ----------""" + _DOC_PARAMS + """
+    ----------""" + _DOC_PARAMS.replace(
+        """    alpha : float, default=1.0
+        Precision of the Gaussian prior N(0, alpha^-1 I) on every
+        coefficient, intercept included.""",
+        """    alpha : float or "auto", default=1.0
+        Precision of the Gaussian prior N(0, alpha^-1 I) on every
+        coefficient, intercept included.  ``"auto"`` sets it once before
+        sampling to the maximum of the Laplace approximation of the
+        marginal likelihood, as :class:`SGMCMCLogisticRegression` does
+        (MacKay's fixed point, then a Brent search on the approximation;
+        its passes counted in ``n_setup_passes_``), stored in
+        ``alpha_``; also on a dask array.""") + """
     Attributes
     ----------""" + _single_output_attrs(" (on the log scale of the rate)") + _DOC_ATTRS + """
     Examples
@@ -52,6 +67,11 @@ class SGMCMCPoissonRegressor(PosteriorPredictiveMixin, RegressorMixin, BaseSGMCM
 
     #: the model's name in messages
     _model_words = "Poisson"
+
+    _parameter_constraints = {
+        **BaseSGMCMC._parameter_constraints,
+        "alpha": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
+    }
 
     def _encode_targets(self, y):
         y = model_spec(self.likelihood).validate_targets(y)
