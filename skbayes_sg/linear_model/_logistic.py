@@ -424,8 +424,11 @@ class SGMCMCLogisticRegression(EvidenceAlphaMixin, PosteriorPredictiveMixin, Cla
         return compute_sample_weight(self.class_weight, y)
 
     def _fit_context_hook(self, ctx):
-        super()._fit_context_hook(ctx)
-        self._few_rows = None if isinstance(self.alpha, str) else _few_rows(ctx)
+        if isinstance(self.alpha, str):     # EvidenceAlphaMixin's, and the hint's rows
+            ctx.alpha = _laplace_evidence_alpha(ctx)
+            self._few_rows = None
+        else:
+            self._few_rows = _few_rows(ctx)
 
     def _model_hint(self):
         """A given alpha on fewer rows than coefficients: the prior shapes
