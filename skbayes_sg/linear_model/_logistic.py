@@ -228,6 +228,16 @@ default="auto"
         seconds, and the final one.
 """
 
+def _params_with_alpha_auto(auto):
+    """``_DOC_PARAMS`` with ``alpha : float or "auto"``, its text followed
+    by ``auto`` (what "auto" does)."""
+    given = """    alpha : float, default=1.0
+        Precision of the Gaussian prior N(0, alpha^-1 I) on every
+        coefficient, intercept included."""
+    either = given.replace("alpha : float, default", 'alpha : float or "auto", default')
+    return _DOC_PARAMS.replace(given, either + auto)
+
+
 def _single_output_attrs(scale=""):
     """The numpydoc of a one-output model's draws and their summaries
     (``scale``: how the coefficients are read, e.g. " (on the log scale of
@@ -352,13 +362,8 @@ class SGMCMCLogisticRegression(EvidenceAlphaMixin, PosteriorPredictiveMixin, Cla
     averaging).
 
     Parameters
-    ----------""" + _DOC_PARAMS.replace(
-        """    alpha : float, default=1.0
-        Precision of the Gaussian prior N(0, alpha^-1 I) on every
-        coefficient, intercept included.""",
-        """    alpha : float or "auto", default=1.0
-        Precision of the Gaussian prior N(0, alpha^-1 I) on every
-        coefficient, intercept included.  ``"auto"`` sets it once before
+    ----------""" + _params_with_alpha_auto(
+        """  ``"auto"`` sets it once before
         sampling to the maximum of the Laplace approximation of the
         marginal likelihood (type-II maximum likelihood: MacKay's fixed point
         ``alpha = gamma / |theta_hat|^2``, then a Brent search on the

@@ -10,7 +10,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._dask_rows import rowwise
 from .._base import BaseSGMCMC, PosteriorPredictiveMixin
 from .._sampling._glm import GLM, POISSON, model_spec
-from ._logistic import _DOC_ATTRS, _DOC_PARAMS, EvidenceAlphaMixin, _single_output_attrs
+from ._logistic import (_DOC_ATTRS, EvidenceAlphaMixin, _params_with_alpha_auto,
+                        _single_output_attrs)
 
 
 class SGMCMCPoissonRegressor(EvidenceAlphaMixin, PosteriorPredictiveMixin, RegressorMixin,
@@ -36,13 +37,8 @@ class SGMCMCPoissonRegressor(EvidenceAlphaMixin, PosteriorPredictiveMixin, Regre
     be fitted), but must be nonnegative with a positive sum.
 
     Parameters
-    ----------""" + _DOC_PARAMS.replace(
-        """    alpha : float, default=1.0
-        Precision of the Gaussian prior N(0, alpha^-1 I) on every
-        coefficient, intercept included.""",
-        """    alpha : float or "auto", default=1.0
-        Precision of the Gaussian prior N(0, alpha^-1 I) on every
-        coefficient, intercept included.  ``"auto"`` sets it once before
+    ----------""" + _params_with_alpha_auto(
+        """  ``"auto"`` sets it once before
         sampling to the maximum of the Laplace approximation of the
         marginal likelihood, as :class:`SGMCMCLogisticRegression` does
         (MacKay's fixed point, then a Brent search on the approximation;
