@@ -1041,6 +1041,10 @@ def test_poisson_alpha_auto_maximises_the_laplace_evidence():
     est = SGMCMCPoissonRegressor(alpha="auto", n_samples=50, n_warmup=50,
                                  random_state=0).fit(X, y)
     assert est.alpha == "auto" and est.n_setup_passes_ > 10
+    # the shared alpha="auto" adds no parameter (logistic regression's
+    # class_weight once leaked to the Poisson model through it)
+    from skbayes_sg._base import BASE_PARAMETERS
+    assert set(est.get_params()) == set(BASE_PARAMETERS)
     best = minimize_scalar(lambda t: -_poisson_laplace_log_evidence(Xe, y, np.exp(t)),
                            bounds=(-8.0, 8.0), method="bounded", options={"xatol": 1e-6})
     ours = _poisson_laplace_log_evidence(Xe, y, est.alpha_)

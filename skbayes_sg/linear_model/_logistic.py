@@ -326,7 +326,6 @@ _DOC_ATTRS = """
 """
 
 
-@estimator_parameters(class_weight=None)
 class EvidenceAlphaMixin:
     """``alpha="auto"``: the prior precision that maximises the Laplace
     approximation of the evidence, set before sampling (in memory,
@@ -348,6 +347,7 @@ class EvidenceAlphaMixin:
         return alpha, evidence.mode
 
 
+@estimator_parameters(class_weight=None)
 class SGMCMCLogisticRegression(EvidenceAlphaMixin, PosteriorPredictiveMixin, ClassifierMixin,
                                BaseSGMCMC):
     # assembled from shared parameter text: a bare string expression would
