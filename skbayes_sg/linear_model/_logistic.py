@@ -3,7 +3,6 @@ import numbers
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.special import expit, log_softmax, logsumexp, softmax
 from sklearn.base import ClassifierMixin
 from sklearn.preprocessing import LabelEncoder
@@ -788,15 +787,12 @@ def _rows_side_pays(ctx):
 
 def _few_rows(ctx):
     """``(rows, coefficients per class, prior sd of a row's logit)``
-    (the median row's ``sqrt(|x_ext|^2 / alpha)``) where rows are fewer than
-    a class's coefficients, else None; one counted pass then."""
+    (the median row's ``sqrt(|x_ext|^2 / alpha)``, from the context's cached
+    :meth:`row_norms_sq`) where rows are fewer than a class's coefficients,
+    else None."""
     if ctx.n >= ctx.dext:
         return None
-    X = ctx.X
-    squares = (np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X)
-               else np.einsum("ij,ij->i", X, X, dtype=np.float64))
-    ctx.n_grad_evals += ctx.n
-    median = float(np.median(squares)) + float(ctx.fit_intercept)
+    median = float(np.median(ctx.row_norms_sq()))
     return ctx.n, ctx.dext, float(np.sqrt(median / ctx.alpha))
 
 
