@@ -20,7 +20,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import check_is_fitted
 
 import skbayes_sg._sampling._runner as runner_module
-from skbayes_sg import SGMCMCLogisticRegression, SGMCMCRidge
+from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge
 from skbayes_sg.exceptions import SamplingDivergedError
 from skbayes_sg._sampling._context import FitContext
 from skbayes_sg._sampling._glm import GLM, LOGISTIC, potential_and_grad
@@ -1196,6 +1196,42 @@ def test_logistic_alpha_auto_says_when_the_evidence_has_no_maximum(route, monkey
         est = SGMCMCLogisticRegression(**kw).fit(X, y)
     assert not [w for w in caught if "alpha='auto'" in str(w.message)]
     assert 0.01 < est.alpha_ < 100
+
+
+@pytest.mark.parametrize("model", ["logistic", "poisson"])
+def test_alpha_auto_says_when_its_answer_is_a_point_of_the_plateau(model):
+    """Targets drawn apart from X (100 rows, 50 features; most such draws
+    reach the bracket's end instead, these two do not): toward strong priors
+    the Laplace evidence flattens to its limit ``-U(0)`` (every coefficient
+    at 0), and Brent stopped inside its bracket at a point of that plateau,
+    so no edge warning came (alpha_ 620 and 5,460; 300 x 4,500 shuffled
+    labels gave alpha_ 4e7 silently).  The fit now says so; the test's own
+    Newton mode and determinant put alpha_'s evidence within
+    ``EVIDENCE_PLATEAU`` of the limit (0.032 and 0.012 nats)."""
+    from scipy.special import expit
+
+    from skbayes_sg.linear_model._logistic import EVIDENCE_PLATEAU
+    X = np.random.default_rng(1).standard_normal((100, 50))
+    if model == "logistic":
+        y = np.random.default_rng(7).integers(2, size=100)
+        Est, loss, rate = SGMCMCLogisticRegression, lambda z: np.logaddexp(0, z) - y * z, expit
+        weight = lambda z: expit(z) * (1 - expit(z))
+    else:
+        y = np.random.default_rng(4).poisson(1.0, size=100)
+        Est, loss, rate, weight = SGMCMCPoissonRegressor, lambda z: np.exp(z) - y * z, np.exp, np.exp
+    with pytest.warns(UserWarning, match="above its limit as alpha grows without bound"):
+        est = Est(alpha="auto", n_samples=20, n_warmup=20, n_chains=2, random_state=0).fit(X, y)
+    Xe, a = np.hstack([X, np.ones((100, 1))]), est.alpha_
+    theta = np.zeros(51)
+    for _ in range(50):   # Newton on the potential at alpha_
+        z = Xe @ theta
+        H = Xe.T @ (weight(z)[:, None] * Xe) + a * np.eye(51)
+        theta -= np.linalg.solve(H, Xe.T @ (rate(z) - y) + a * theta)
+    z = Xe @ theta
+    H = Xe.T @ (weight(z)[:, None] * Xe) + a * np.eye(51)
+    evidence = (-loss(z).sum() - 0.5 * a * theta @ theta + 25.5 * np.log(a)
+                - 0.5 * np.linalg.slogdet(H)[1])
+    assert abs(evidence + loss(np.zeros(100)).sum()) < EVIDENCE_PLATEAU
 
 
 def test_a_posterior_too_ill_conditioned_for_its_cholesky_raises_a_clear_error():
