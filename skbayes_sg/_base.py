@@ -571,7 +571,7 @@ class BaseSGMCMC(DaskFitMixin, FitResultsMixin, BaseEstimator):
                 return _schedule.run(pool, plan, continuing)
         except _schedule.ChainsDiverged as exc:
             self._discard_posterior(keep_chains=continuing)
-            raise divergence_error(exc, setup) from None
+            raise divergence_error(exc, setup, self._model_hint()) from None
 
     # ---------------------------------------------------------------- set-up
 

@@ -141,11 +141,13 @@ class FitResultsMixin:
                    f"step_size={self.step_size_ / 10:.3g}")
         else:
             fix = f"Pass a smaller step_size (e.g. {self.step_size_ / 10:.3g}), or leave it 'auto'"
-        return (f"The fit failed: chain(s) {which} did not move (chain "
-                f"{int(bad[0])}'s {self.n_samples_} kept draws are {int(distinct[bad[0]])} "
-                f"distinct states{why}). These draws are not samples of the posterior, and "
-                f"no effective sample size is counted for the repeats (ess_ is at most "
-                f"{int(distinct.sum())}). {fix}.")
+        # the model's own words first, where it knows why (a wide prior on few rows)
+        hint = self._model_hint()
+        return (f"The fit failed: chain(s) {which} did not move (chain {int(bad[0])}'s "
+                f"{self.n_samples_} kept draws are {int(distinct[bad[0]])} distinct states"
+                f"{why}). These draws are not samples of the posterior, and no effective sample "
+                f"size is counted for the repeats (ess_ is at most {int(distinct.sum())}). "
+                + (f"{hint} Otherwise: {fix[0].lower()}{fix[1:]}." if hint else f"{fix}."))
 
     def _converged_cost_message(self, min_ess, target):
         """" A converged fit would need about ...": the passes and seconds

@@ -202,9 +202,10 @@ def step_retuner(step_size, setup, pool):
     return retune
 
 
-def divergence_error(exc, setup):
+def divergence_error(exc, setup, model_hint=""):
     """The :class:`SamplingDivergedError` of a diverged chain: where, with
-    which settings, and the smaller step to pass."""
+    which settings, the smaller step to pass, and the model's own
+    ``model_hint`` (why its posterior is hard here; "" none)."""
     bad = [(c, r) for c, r in enumerate(exc.results) if r.diverged]
     c, r = bad[0]
     h = r.step_size
@@ -216,4 +217,5 @@ def divergence_error(exc, setup):
         f"Chain {c} diverged ({what}) during {exc.phase}, {r.n_steps_done} to "
         f"{r.n_steps_done + CHECK_EVERY} steps into that round, with "
         f"sampler={setup.sampler!r}, subsampling={setup.subsampling!r} and step_size={h:.3g}. Pass a smaller step_size, e.g. step_size={h / 10:.3g} "
-        "(or leave step_size='auto', or standardise X). No samples were kept.")
+        "(or leave step_size='auto', or standardise X). No samples were kept."
+        + (" " + model_hint if model_hint else ""))

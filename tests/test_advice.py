@@ -194,3 +194,31 @@ def test_fewer_rows_than_coefficients_at_a_given_alpha_name_alpha_auto():
                        X)]:
         fit_texts, _, converged = _fit_and_check(est, rows, y)
         assert not converged and "more coefficients" not in fit_texts[0]
+
+
+def test_fewer_rows_than_coefficients_name_the_prior_for_counts():
+    """Counts on fewer rows than coefficients at alpha=1: a row's log-rate
+    has a prior sd of ~14 here (45 at 2,000 features), and the posterior is
+    far from Gaussian.  The Poisson chains did not move (300 x 2,000: a step
+    of 1e-11 after 74,000 passes) and the negative binomial's diverged; both
+    messages advised only a smaller step.  They now lead with the prior and
+    its fix (alpha='auto' for the Poisson, which refits silently; a larger
+    alpha for the negative binomial, which refuses 'auto')."""
+    from skbayes_sg import SGMCMCNegativeBinomialRegressor, SGMCMCPoissonRegressor
+    from skbayes_sg.exceptions import SamplingDivergedError
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 200))
+    y = rng.poisson(1.5, size=40)
+    sd = f"prior sd of {np.sqrt(np.median(np.sum(X * X, axis=1)) + 1.0):.3g}"
+    with pytest.warns(UserWarning, match="did not move") as caught:
+        SGMCMCPoissonRegressor(random_state=0).fit(X, y)
+    text = " ".join(str(w.message) for w in caught)
+    assert "more coefficients (201) than rows (40)" in text and sd in text
+    assert text.index("alpha='auto' chooses") < text.index("Otherwise: the step adaptation")
+    with pytest.raises(SamplingDivergedError) as info:
+        SGMCMCNegativeBinomialRegressor(random_state=0).fit(X, y)
+    assert sd in str(info.value) and "A larger alpha narrows it" in str(info.value)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        SGMCMCPoissonRegressor(alpha="auto", random_state=0).fit(X, y)
+    assert not [str(w.message) for w in caught]

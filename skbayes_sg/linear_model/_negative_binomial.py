@@ -6,7 +6,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._base import BaseSGMCMC, estimator_parameters
 from .._sampling._glm import GLM, NEGATIVE_BINOMIAL
 from .._sampling._shape_search import estimate_shape
-from ._logistic import _DOC_ATTRS, _DOC_PARAMS, _single_output_attrs
+from ._logistic import _DOC_ATTRS, _DOC_PARAMS, _few_rows, _single_output_attrs
 from ._poisson import SGMCMCPoissonRegressor
 
 @estimator_parameters(shape="auto")
@@ -69,12 +69,17 @@ class SGMCMCNegativeBinomialRegressor(SGMCMCPoissonRegressor):
         # an "auto" shape is resolved in _fit_context_hook, from the data
         return GLM(NEGATIVE_BINOMIAL, 1, () if self.shape == "auto" else (self.shape,))
 
+    #: alpha="auto" is refused here (the shape's search holds alpha fixed)
+    _alpha_advice = ("A larger alpha narrows it; SGMCMCPoissonRegressor(alpha='auto') chooses "
+                     "one from the data for the same rows.")
+
     def _fit_context_hook(self, ctx):
         if self.shape == "auto":
             shape, n_passes = estimate_shape(ctx)
             ctx.n_grad_evals += n_passes * ctx.n
             ctx.glm.set_param("shape", shape)
         self.shape_ = ctx.glm.param("shape")
+        self._few_rows = _few_rows(ctx)
 
     def _model_spec(self):
         """The fitted negative binomial model, at ``shape_``."""

@@ -64,6 +64,11 @@ class SGMCMCPoissonRegressor(EvidenceAlphaMixin, PosteriorPredictiveMixin, Regre
     #: the model's name in messages
     _model_words = "Poisson"
 
+    _predictor_words = "log-rate"
+    _wide_prior_words = ("wide enough for a row's count of 0 to pull its log-rate down with "
+                         "little to stop it, where the posterior is far from Gaussian and the "
+                         "chains move slowly or not at all")
+
     _parameter_constraints = {
         **BaseSGMCMC._parameter_constraints,
         "alpha": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
