@@ -69,6 +69,10 @@ class Posterior:
             r = Z[:, 0] - self.y
             loss = 0.5 * r @ r / self.noise_var
             R = (r / self.noise_var)[:, None]
+        elif self.model == "poisson":   # the log link; U drops the log(y!) constant
+            rate = np.exp(Z[:, 0])
+            loss = (rate - self.y * Z[:, 0]).sum()
+            R = (rate - self.y)[:, None]
         else:
             yi = self.y.astype(int)
             loss = (logsumexp(Z, axis=1) - Z[np.arange(self.n), yi]).sum()
@@ -86,6 +90,8 @@ class Posterior:
         elif self.model == "logistic":
             s = expit(Z[:, 0])
             W = s * (1 - s)
+        elif self.model == "poisson":
+            W = np.exp(Z[:, 0])
         else:
             P = softmax(Z, axis=1)
             H = np.zeros((K, p, K, p))

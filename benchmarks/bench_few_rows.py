@@ -1,14 +1,16 @@
-"""Fewer rows than coefficients: logistic regression's prior, and its cost.
+"""Fewer rows than coefficients: logistic (or Poisson) regression's prior, and its cost.
 
 Dense rows of ``--features`` correlated features (20 shared factors plus
 independent noise, each of variance about 1) and labels from a sparse
 coefficient vector (1 % non-zero, standard normal) plus logistic noise:
-``--rows`` rows, fewer than the features, as in genomics.  In the same run
-and on the same data:
+``--rows`` rows, fewer than the features, as in genomics.  With ``--model
+poisson``: counts ``y ~ Poisson(exp(0.5 + x^T beta / 10))`` from the same
+rows and coefficients instead.  In the same run and on the same data:
 
-* ``LogisticRegression()`` (lbfgs, its defaults): the point estimate;
-* ``SGMCMCLogisticRegression(random_state=0)`` at its defaults
-  (``alpha=1.0``);
+* ``LogisticRegression()`` (``PoissonRegressor()``; lbfgs, its defaults):
+  the point estimate;
+* ``SGMCMCLogisticRegression(random_state=0)`` (``SGMCMCPoissonRegressor``)
+  at its defaults (``alpha=1.0``);
 * the same with ``alpha="auto"``: the Laplace evidence from the rows' side
   of the Hessian's spectrum (exact, :class:`_DualEvidence`);
 * ``alpha="auto"`` with the evidence by stochastic Lanczos quadrature
@@ -25,46 +27,54 @@ reference at its ``alpha_`` (:func:`row_space_reference`): the largest
 error of a posterior mean in posterior sds, the root mean square of the
 errors in their Monte Carlo standard errors, and the range of the sd ratios.
 
-Usage: ``python benchmarks/bench_few_rows.py [--rows 500] [--features 5000] [--reference]``
+Usage: ``python benchmarks/bench_few_rows.py [--model poisson] [--rows 500] [--features 5000]
+[--reference]``
 """
 import argparse
 import time
 import warnings
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
+from sklearn.linear_model import LogisticRegression, PoissonRegressor
 
-from skbayes_sg import SGMCMCLogisticRegression
+from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor
 from skbayes_sg.linear_model import _logistic
 
 from _posteriors import Posterior, reference
 
 
-def make_problem(n, d, seed=0):
+#: per model (the reference's name for it): the point estimate and the estimator
+MODELS = {"logistic": (LogisticRegression, SGMCMCLogisticRegression),
+          "poisson": (PoissonRegressor, SGMCMCPoissonRegressor)}
+
+
+def make_problem(n, d, seed=0, model="logistic"):
     rng = np.random.default_rng(seed)
     factors = rng.standard_normal((n, 20))
     X = (0.7 * factors @ rng.standard_normal((20, d)) / np.sqrt(20)
          + 0.7 * rng.standard_normal((n, d)))
     beta = rng.standard_normal(d) * (rng.random(d) < 0.01)
+    if model == "poisson":
+        return X, rng.poisson(np.exp(0.5 + X @ beta / 10)).astype(np.int64)
     y = (X @ beta + rng.logistic(size=n) > 0).astype(np.int64)
     return X, y
 
 
-def row_space_reference(X, y, alpha, name, n_draws=5000):
-    """Mean and sd of the logistic posterior (coefficients, then the
-    intercept) with fewer rows than coefficients, written independently of
+def row_space_reference(X, y, alpha, name, n_draws=5000, model="logistic"):
+    """Mean and sd of the logistic (or Poisson) posterior (coefficients,
+    then the intercept) with fewer rows than coefficients, written independently of
     the library: the likelihood reads ``theta`` only through ``X_ext theta``,
     so with ``V`` an orthonormal basis of the rows' span (an SVD) the prior
     ``N(0, I / alpha)`` splits exactly into ``V u`` and its part orthogonal
     to the rows, which the data do not touch.  ``u`` has the posterior of an
-    r-coefficient logistic regression on ``X_ext V`` (no intercept), sampled
+    r-coefficient regression of the same model on ``X_ext V`` (no intercept), sampled
     by :mod:`_posteriors`' HMC (cached); the orthogonal part is the prior's,
     exactly: ``var theta_j = (V C_u V^T)_jj + (1 - |V_j|^2) / alpha``.
     Returns ``(mean, sd, the reference's smallest ESS)``."""
     Xe = np.hstack([X, np.ones((X.shape[0], 1))])
     _, s, Vt = np.linalg.svd(Xe, full_matrices=False)
     V = Vt[s > 1e-10 * s[0]].T
-    post = Posterior(name, Xe @ V, y.astype(np.float64), "logistic", alpha=alpha)
+    post = Posterior(name, Xe @ V, y.astype(np.float64), model, alpha=alpha)
     ref = reference(post, n_draws=n_draws)
     mean = V @ ref["mean"]
     var = np.einsum("ij,jk,ik->i", V, ref["cov"], V) + (1.0 - np.sum(V * V, axis=1)) / alpha
@@ -73,8 +83,9 @@ def row_space_reference(X, y, alpha, name, n_draws=5000):
 
 def compare(est, X, y, args):
     """The fit's draws against :func:`row_space_reference` at its alpha_."""
-    name = f"few-rows-{args.rows}x{args.features}-seed{args.seed}-alpha{est.alpha_:.6g}"
-    mean, sd, ref_ess = row_space_reference(X, y, est.alpha_, name)
+    prefix = "few-rows" if args.model == "logistic" else f"few-rows-{args.model}"
+    name = f"{prefix}-{args.rows}x{args.features}-seed{args.seed}-alpha{est.alpha_:.6g}"
+    mean, sd, ref_ess = row_space_reference(X, y, est.alpha_, name, model=args.model)
     # binary: (chains, draws, features) and (chains, draws); ess_ in that order
     draws = np.concatenate([est.coef_samples_, est.intercept_samples_[..., None]], axis=-1)
     flat = draws.reshape(-1, draws.shape[-1])
@@ -102,12 +113,15 @@ def main():
     parser.add_argument("--features", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reference", action="store_true")
+    parser.add_argument("--model", choices=sorted(MODELS), default="logistic")
     args = parser.parse_args()
-    X, y = make_problem(args.rows, args.features, args.seed)
+    Point, Estimator = MODELS[args.model]
+    X, y = make_problem(args.rows, args.features, args.seed, args.model)
     start = time.perf_counter()
-    LogisticRegression().fit(X, y)
+    Point().fit(X, y)
     point = time.perf_counter() - start
-    print(f"{args.rows} rows, {args.features} features; LogisticRegression {point:.2f} s")
+    print(f"{args.model}: {args.rows} rows, {args.features} features; {Point.__name__} "
+          f"{point:.2f} s")
     print(f"{'fit':32s} {'s':>7s} {'ratio':>6s} {'passes':>8s} {'set-up':>7s} {'alpha_':>8s} "
           f"{'min ESS':>8s} {'passes/ESS':>10s}  warned")
     limit = _logistic.MAX_DENSE_LAPLACE
@@ -118,7 +132,7 @@ def main():
                                     ("alpha='auto', quadrature", "auto", False)]:
         _logistic.MAX_DENSE_LAPLACE = limit if rows_side else X.shape[0] - 1
         try:
-            est = SGMCMCLogisticRegression(alpha=alpha, random_state=0)
+            est = Estimator(alpha=alpha, random_state=0)
             seconds, messages = timed_fit(est, X, y)
         finally:
             _logistic.MAX_DENSE_LAPLACE = limit
