@@ -94,6 +94,10 @@ class DaskFitMixin:
         if getattr(self, "class_weight", None) is not None:
             raise ValueError("class_weight is not available on a dask array yet; pass the "
                              "weights as sample_weight (a dask array of one weight per row).")
+        if getattr(self, "shape", None) == "auto" and isinstance(self.alpha, str):
+            raise ValueError("alpha='auto' with shape='auto' is not available on a dask array "
+                             "(in memory the two searches alternate). Pass a number for alpha "
+                             "or for shape, or compute X into memory.")
 
     def _encode_dask_targets(self, data):
         """Check and encode the targets and weights on the cluster: a

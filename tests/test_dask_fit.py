@@ -228,6 +228,24 @@ def test_poisson_alpha_auto_on_dask_is_the_in_memory_evidence(client):
     assert est.get_params()["alpha"] == "auto"
 
 
+def test_negative_binomial_alpha_auto_on_dask_at_a_given_shape(client):
+    """The negative binomial's alpha="auto" at a given shape on a dask array
+    is the Poisson route's search (its modes on the cluster) and finds the
+    in-memory alpha_; with shape="auto" too (the searches alternate in
+    memory) it is refused by name before any pass."""
+    from skbayes_sg import SGMCMCNegativeBinomialRegressor
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(30_000, 4))
+    mu = np.exp(0.2 + X @ np.array([0.3, -0.2, 0.0, 0.1]))
+    y = rng.negative_binomial(2.0, 2.0 / (2.0 + mu)).astype(float)
+    dX, dy = da.from_array(X, chunks=(6_000, 4)), da.from_array(y, chunks=6_000)
+    memory = SGMCMCNegativeBinomialRegressor(alpha="auto", shape=2.0, random_state=0).fit(X, y)
+    est = SGMCMCNegativeBinomialRegressor(alpha="auto", shape=2.0, random_state=1).fit(dX, dy)
+    assert abs(np.log(est.alpha_ / memory.alpha_)) < 0.01, (est.alpha_, memory.alpha_)
+    with pytest.raises(ValueError, match="alpha='auto' with shape='auto'"):
+        SGMCMCNegativeBinomialRegressor(alpha="auto").fit(dX, dy)
+
+
 def test_sample_y_on_dask_is_lazy_reproducible_and_centred(client):
     rng = np.random.default_rng(7)
     X = rng.normal(size=(3_000, 2))

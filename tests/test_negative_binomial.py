@@ -167,6 +167,43 @@ def test_the_automatic_shape_is_the_joint_posterior_maximum(counts):
     assert fixed.shape_ == 2.5
 
 
+def _laplace_log_evidence(Xe, y, alpha, shape):
+    """The test's own Laplace evidence at a fixed shape (terms free of alpha
+    dropped): the log posterior at the mode plus ``(dim / 2) log alpha +
+    (1/2) log det`` of the inverse Hessian."""
+    mode, cov = ref.negative_binomial_laplace(Xe, y, alpha, shape)
+    log_post = ref.negative_binomial_log_post(mode[None, :], Xe, y, alpha, shape)[0]
+    return log_post + 0.5 * Xe.shape[1] * np.log(alpha) + 0.5 * np.linalg.slogdet(cov)[1]
+
+
+@pytest.mark.parametrize("shape", ["auto", 2.5])
+def test_alpha_auto_maximises_the_evidence_at_the_shape(counts, shape):
+    """``alpha="auto"``: the Laplace evidence's alpha at the shape.  With
+    ``shape="auto"`` too the two searches alternate to a point where each
+    is its own answer given the other: ``alpha_`` within 0.01 nats of the
+    maximum of the test's own evidence at ``shape_`` (bounded scalar
+    search), and ``shape_`` the joint maximum at ``alpha_`` (an independent
+    optimisation, as in the test above)."""
+    from scipy.optimize import minimize_scalar
+    X, y = counts["X"], counts["y"]
+    Xe = ref.add_ones(X)
+    est = SGMCMCNegativeBinomialRegressor(alpha="auto", shape=shape, n_samples=50,
+                                          random_state=0).fit(X, y)
+    assert est.get_params()["alpha"] == "auto" and est.shape_ == (
+        2.5 if shape == 2.5 else est.shape_)
+    best = minimize_scalar(lambda t: -_laplace_log_evidence(Xe, y, np.exp(t), est.shape_),
+                           bounds=(-8.0, 8.0), method="bounded", options={"xatol": 1e-6})
+    ours = _laplace_log_evidence(Xe, y, est.alpha_, est.shape_)
+    assert -best.fun - ours < 0.01, (est.alpha_, np.exp(best.x))
+    assert -best.fun - _laplace_log_evidence(Xe, y, 1.0, est.shape_) > 0.1   # can fail
+    if shape == "auto":
+        at_alpha = SGMCMCNegativeBinomialRegressor(alpha=est.alpha_, n_samples=50,
+                                                   random_state=0).fit(X, y)
+        assert est.shape_ == pytest.approx(at_alpha.shape_, rel=2e-3)
+        assert abs(np.log(est.shape_ / SGMCMCNegativeBinomialRegressor(
+            n_samples=50, random_state=0).fit(X, y).shape_)) > 2e-3    # alpha moved it
+
+
 # ---------------------------------------------------------------- posterior
 def test_posterior_at_the_defaults(counts):
     """sampler, subsampling and metric "auto" (here: exact gradients, HMC in

@@ -1,13 +1,22 @@
 """Bayesian negative binomial regression (log link, overdispersed counts) by SG-MCMC."""
 import numbers
+import warnings
 
+import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._base import BaseSGMCMC, estimator_parameters
 from .._sampling._glm import GLM, NEGATIVE_BINOMIAL
-from .._sampling._shape_search import estimate_shape
-from ._logistic import _DOC_ATTRS, _DOC_PARAMS, _few_rows, _single_output_attrs
+from .._sampling._shape_search import SHAPE_RTOL, estimate_shape
+from .._warn_location import user_stacklevel
+from ._logistic import (_DOC_ATTRS, _few_rows, _laplace_evidence_alpha, _params_with_alpha_auto,
+                        _single_output_attrs)
 from ._poisson import SGMCMCPoissonRegressor
+
+#: with both ``alpha`` and ``shape`` "auto": alternate the shape at alpha and
+#: alpha at the shape until each moves less than ``SHAPE_RTOL`` (relative), or
+#: for at most this many rounds
+SHAPE_ALPHA_ROUNDS = 10
 
 @estimator_parameters(shape="auto")
 class SGMCMCNegativeBinomialRegressor(SGMCMCPoissonRegressor):
@@ -38,7 +47,14 @@ class SGMCMCNegativeBinomialRegressor(SGMCMCPoissonRegressor):
         small: much overdispersion).  ``"auto"``: estimated with the mode
         (above), within ``[1e-4, 1e6]``; an estimate near ``1e6`` says the
         counts are no more variable than Poisson ones (the fit is then the
-        Poisson one: on Poisson counts the sds agree to 1e-6).""" + _DOC_PARAMS + """
+        Poisson one: on Poisson counts the sds agree to 1e-6).""" + _params_with_alpha_auto(
+        """  ``"auto"`` sets it once before
+        sampling to the maximum of the Laplace approximation of the
+        marginal likelihood at the shape, as :class:`SGMCMCPoissonRegressor`
+        does; with ``shape="auto"`` too, the two searches alternate (the
+        shape at alpha, then alpha at the shape) until neither moves by
+        more than 0.1 %.  Stored in ``alpha_``; a shape and an alpha both
+        "auto" are refused on a dask array.""") + """
     Attributes
     ----------
     shape_ : float
@@ -62,6 +78,7 @@ class SGMCMCNegativeBinomialRegressor(SGMCMCPoissonRegressor):
 
     _parameter_constraints = {
         **BaseSGMCMC._parameter_constraints,
+        "alpha": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "shape": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
     }
 
@@ -69,18 +86,51 @@ class SGMCMCNegativeBinomialRegressor(SGMCMCPoissonRegressor):
         # an "auto" shape is resolved in _fit_context_hook, from the data
         return GLM(NEGATIVE_BINOMIAL, 1, () if self.shape == "auto" else (self.shape,))
 
-    #: alpha="auto" is refused here (the shape's search holds alpha fixed)
-    _alpha_advice = ("A larger alpha narrows it; SGMCMCPoissonRegressor(alpha='auto') chooses "
-                     "one from the data for the same rows.")
-
     def _fit_context_hook(self, ctx):
-        if self.shape == "auto":
-            shape, n_passes = estimate_shape(ctx)
-            ctx.n_grad_evals += n_passes * ctx.n
-            ctx.glm.set_param("shape", shape)
+        if isinstance(self.alpha, str):
+            _shape_and_alpha(ctx, self.shape == "auto")
+            self._few_rows = None
+        else:
+            if self.shape == "auto":
+                _set_shape(ctx)
+            self._few_rows = _few_rows(ctx)
         self.shape_ = ctx.glm.param("shape")
-        self._few_rows = _few_rows(ctx)
 
     def _model_spec(self):
         """The fitted negative binomial model, at ``shape_``."""
         return GLM(NEGATIVE_BINOMIAL, 1, (float(self.shape_),))
+
+
+def _set_shape(ctx):
+    """``shape="auto"`` at the context's alpha (:func:`estimate_shape`), set
+    in its model; the passes counted, the caches of another shape dropped."""
+    shape, n_passes = estimate_shape(ctx)
+    ctx.n_grad_evals += n_passes * ctx.n
+    ctx.glm.set_param("shape", shape)
+    ctx.set_alpha(ctx.alpha)
+
+
+def _shape_and_alpha(ctx, shape_auto):
+    """``alpha="auto"``: the Laplace evidence's alpha at the shape
+    (:func:`_laplace_evidence_alpha`); with ``shape="auto"`` too, the shape
+    at alpha (from alpha = 1) and alpha at the shape, alternated until each
+    moves less than ``SHAPE_RTOL``, at most ``SHAPE_ALPHA_ROUNDS`` rounds:
+    a point where each is its own search's answer given the other.  Only the
+    last round's warnings are shown (an evidence edge met on the way and left
+    is not the answer's)."""
+    if not shape_auto:
+        _laplace_evidence_alpha(ctx)
+        return
+    caught, shape = [], None
+    for _ in range(SHAPE_ALPHA_ROUNDS):
+        previous = (shape, ctx.alpha)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _set_shape(ctx)
+            _laplace_evidence_alpha(ctx)
+        shape = ctx.glm.param("shape")
+        if previous[0] is not None and max(abs(np.log(shape / previous[0])),
+                                           abs(np.log(ctx.alpha / previous[1]))) <= SHAPE_RTOL:
+            break
+    for w in caught:
+        warnings.warn(w.message, w.category, stacklevel=user_stacklevel())
