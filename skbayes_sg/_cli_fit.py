@@ -237,9 +237,8 @@ def _add_run_arguments(parser):
     parser.add_argument("--batch-size", type=_auto_or(int), default="auto", dest="batch_size",
                         help="minibatch size, or 'auto' (default)")
     parser.add_argument("--alpha", type=_auto_or(float), default=None,
-                        help="prior precision of every coefficient, or 'auto' (ridge, "
-                             "logistic: set by the evidence) (default: 1.0 for logistic and "
-                             "poisson, auto for ridge)")
+                        help="prior precision of every coefficient, or 'auto' (set by the "
+                             "evidence; not --model mlp) (default: 1.0, auto for ridge)")
     parser.add_argument("--seed", type=int, default=0,
                         help="random_state of the split and of the sampler (default: 0)")
     parser.add_argument("--n-jobs", type=int, default=None, dest="n_jobs",
@@ -1000,6 +999,8 @@ def _report_linear(est, names, spec, standardize, seconds, say):
     settings = est.likelihood_params_
     if settings:   # the model's own parameters, as fixed for the draws
         say("model: " + ", ".join(f"{name} {value:.4g}" for name, value in settings.items()))
+    if isinstance(est.alpha, str):
+        say(f"prior: alpha {est.alpha_:.4g}, set by the evidence")
 
     table = summary(est, names=names)
     say()
