@@ -330,7 +330,9 @@ class EvidenceAlphaMixin:
     approximation of the evidence, set before sampling (in memory,
     :func:`_laplace_evidence_alpha`; on a dask array,
     :meth:`_alpha_from_modes`), for the GLMs whose only hyperparameter is
-    alpha (logistic, Poisson)."""
+    alpha (logistic, Poisson; the negative binomial alternates it with its
+    shape's search); and the hint of a fit at a given alpha on fewer rows
+    than coefficients (:meth:`_model_hint`)."""
 
     #: the few-rows hint's words (:meth:`_model_hint`): a row's linear
     #: predictor, and what a wide prior on it lets the data do
@@ -348,8 +350,8 @@ class EvidenceAlphaMixin:
         """A given alpha on fewer rows than coefficients: the prior shapes
         the posterior, and a wide one lets the data pull it far from
         Gaussian (the logistic's classes separate; a Poisson row's count of
-        0 pulls its log-rate down without bound: 300 rows of 2,000 features
-        at alpha=1 left every chain stuck at a step of 1e-11)."""
+        0 pulls its log-rate far down: 300 rows of 2,000 features at alpha=1
+        left every chain stuck at a step of 1e-11)."""
         if getattr(self, "_few_rows", None) is None:
             return ""
         n, dext, sd = self._few_rows
