@@ -1218,7 +1218,8 @@ def test_alpha_auto_says_when_its_answer_is_a_point_of_the_plateau(model):
         weight = lambda z: expit(z) * (1 - expit(z))
     else:
         y = np.random.default_rng(4).poisson(1.0, size=100)
-        Est, loss, rate, weight = SGMCMCPoissonRegressor, lambda z: np.exp(z) - y * z, np.exp, np.exp
+        Est, loss = SGMCMCPoissonRegressor, lambda z: np.exp(z) - y * z
+        rate = weight = np.exp
     with pytest.warns(UserWarning, match="above its limit as alpha grows without bound"):
         est = Est(alpha="auto", n_samples=20, n_warmup=20, n_chains=2, random_state=0).fit(X, y)
     Xe, a = np.hstack([X, np.ones((100, 1))]), est.alpha_
