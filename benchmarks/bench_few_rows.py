@@ -10,31 +10,29 @@ rows and coefficients instead.  In the same run and on the same data:
 * ``LogisticRegression()`` (``PoissonRegressor()``; lbfgs, its defaults):
   the point estimate;
 * ``SGMCMCLogisticRegression(random_state=0)`` (``SGMCMCPoissonRegressor``)
-  at its defaults (``alpha=1.0``);
-* the same with ``alpha="auto"``: the Laplace evidence from the rows' side
-  of the Hessian's spectrum (exact, :class:`_DualEvidence`);
-* ``alpha="auto"`` with the evidence by stochastic Lanczos quadrature
-  instead (the route before the rows' side; forced here by lowering the
-  module's ``MAX_DENSE_LAPLACE`` below the rows), for the set-up's cost.
+  at its defaults (``alpha=1.0``), which sample the rows' span
+  (:mod:`skbayes_sg._rows_span`: the model on the ``r`` columns ``X_ext V``,
+  the prior's part orthogonal to the rows drawn exactly);
+* the same with ``alpha="auto"``;
+* ``alpha="auto"`` on the coefficients themselves (the route before the
+  rows' span, forced by ``ROWS_SPAN_RATIO = inf``), its evidence from the
+  rows' side of the Hessian's spectrum (exact, :class:`_DualEvidence`);
+* the same with the evidence by stochastic Lanczos quadrature (the route
+  before the rows' side; forced by lowering ``MAX_DENSE_LAPLACE``), for
+  the set-up's cost.
 
 Printed: seconds of each whole ``fit``, the ratio to ``LogisticRegression``,
 data passes and the set-up's part, ``alpha_``, the smallest bulk ESS,
 passes per effective draw, and whether the fit warned (the warning's
 first words).
 
-``--reference``: the ``alpha="auto"`` fit's draws against an independent
+``--reference``: each ``alpha="auto"`` fit's draws against an independent
 reference at its ``alpha_`` (:func:`row_space_reference`): the largest
 error of a posterior mean in posterior sds, the root mean square of the
 errors in their Monte Carlo standard errors, and the range of the sd ratios.
 
-``--row-space``: a route the library does not take yet, timed whole: the
-same posterior at the ``alpha="auto"`` fit's ``alpha_`` sampled in the
-rows' span (:func:`row_space_fit`: the estimator at its defaults on the
-``r`` columns ``X_ext V``, then ``theta = V u`` plus the prior's exact part
-orthogonal to the rows), against the same reference.
-
 Usage: ``python benchmarks/bench_few_rows.py [--model poisson] [--rows 500] [--features 5000]
-[--reference] [--row-space]``
+[--reference]``
 """
 import argparse
 import time
@@ -43,8 +41,7 @@ import warnings
 import numpy as np
 from sklearn.linear_model import LogisticRegression, PoissonRegressor
 
-from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor
-from skbayes_sg.diagnostics import ess as bulk_ess
+from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, _rows_span
 from skbayes_sg.linear_model import _logistic
 
 from _posteriors import Posterior, reference
@@ -109,27 +106,6 @@ def fit_draws(est):
     return draws.reshape(-1, draws.shape[-1])
 
 
-def row_space_fit(Estimator, X, y, alpha, seed=0):
-    """The posterior at ``alpha`` sampled in the rows' span: ``V`` (an
-    orthonormal basis of the rows of ``X_ext``, from their Gram's
-    eigenvectors), the estimator at its defaults on ``Z = X_ext V`` (no
-    intercept: the constant column is in ``X_ext``), and each draw ``u``
-    expanded to ``theta = V u + (I - V V^T) xi``, ``xi ~ N(0, I / alpha)``:
-    the prior's part orthogonal to the rows, which the data do not touch.
-    Returns ``(draws, the inner fit, seconds)``."""
-    start = time.perf_counter()
-    Xe = np.hstack([X, np.ones((X.shape[0], 1))])
-    lam, Q = np.linalg.eigh(Xe @ Xe.T)
-    keep = lam > 1e-10 * lam[-1]
-    V = Xe.T @ (Q[:, keep] / np.sqrt(lam[keep]))
-    inner = Estimator(alpha=alpha, fit_intercept=False, random_state=seed)
-    inner.fit(Q[:, keep] * np.sqrt(lam[keep]), y)
-    U = inner.coef_samples_.reshape(-1, V.shape[1])
-    xi = np.random.default_rng(seed).standard_normal((U.shape[0], V.shape[0])) / np.sqrt(alpha)
-    draws = U @ V.T + xi - (xi @ V) @ V.T
-    return draws, inner, time.perf_counter() - start
-
-
 def timed_fit(est, X, y):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -146,7 +122,6 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reference", action="store_true")
     parser.add_argument("--model", choices=sorted(MODELS), default="logistic")
-    parser.add_argument("--row-space", action="store_true", dest="row_space")
     args = parser.parse_args()
     Point, Estimator = MODELS[args.model]
     X, y = make_problem(args.rows, args.features, args.seed, args.model)
@@ -160,37 +135,26 @@ def main():
     limit = _logistic.MAX_DENSE_LAPLACE
     if X.shape[1] + 1 <= limit or X.shape[0] > limit:
         print(f"(the rows' side needs more than {limit} coefficients and at most {limit} rows)")
-    for label, alpha, rows_side in [("alpha=1.0 (the default)", 1.0, True),
-                                    ("alpha='auto', rows' side", "auto", True),
-                                    ("alpha='auto', quadrature", "auto", False)]:
+    ratio = _rows_span.ROWS_SPAN_RATIO
+    for label, alpha, span, rows_side in [
+            ("alpha=1.0 (the default)", 1.0, True, True),
+            ("alpha='auto', rows' span", "auto", True, True),
+            ("'auto' on the coefficients", "auto", False, True),
+            ("... its evidence by quadrature", "auto", False, False)]:
         _logistic.MAX_DENSE_LAPLACE = limit if rows_side else X.shape[0] - 1
+        _rows_span.ROWS_SPAN_RATIO = ratio if span else np.inf
         try:
             est = Estimator(alpha=alpha, random_state=0)
             seconds, messages = timed_fit(est, X, y)
         finally:
-            _logistic.MAX_DENSE_LAPLACE = limit
+            _logistic.MAX_DENSE_LAPLACE, _rows_span.ROWS_SPAN_RATIO = limit, ratio
         ess = float(np.min(est.ess_))
         warned = messages[0][:60] if messages else "-"
         print(f"{label:32s} {seconds:7.1f} {seconds / point:6.0f} {est.n_passes_:8,.0f} "
               f"{est.n_setup_passes_:7,.0f} {est.alpha_:8.4g} {ess:8.0f} "
               f"{est.n_passes_ / ess:10.1f}  {warned}", flush=True)
-        if alpha == "auto" and rows_side:
-            auto = est
-            if args.reference:
-                compare(fit_draws(est), est.ess_, est.alpha_, X, y, args)
-    if args.row_space:
-        draws, inner, seconds = row_space_fit(Estimator, X, y, auto.alpha_)
-        ess = float(np.min(inner.ess_))
-        label = "rows' span at that alpha_"
-        print(f"{label:32s} {seconds:7.1f} {seconds / point:6.0f} {inner.n_passes_:8,.0f} "
-              f"{inner.n_setup_passes_:7,.0f} {auto.alpha_:8.4g} "
-              f"{ess:8.0f} {inner.n_passes_ / ess:10.1f}  "
-              f"(not built; {inner.coef_samples_.shape[-1]} columns, "
-              f"{inner.sampler_}/{inner.metric_})",
-              flush=True)
-        ess_theta = bulk_ess(draws.reshape(inner.coef_samples_.shape[:2] + (-1,)))
-        compare(draws, ess_theta, auto.alpha_, X, y, args)
-
+        if args.reference and alpha == "auto" and rows_side:
+            compare(fit_draws(est), est.ess_, est.alpha_, X, y, args)
 
 if __name__ == "__main__":
     main()

@@ -24,6 +24,7 @@ from ._dask_estimator import DaskFitMixin
 from ._dask_rows import is_dask_collection, sample_rows
 from ._parameters import restored_on_interrupt
 from ._results import FitResultsMixin
+from ._rows_span import RowsSpanMixin
 from ._sampling import _schedule
 from ._sampling._kernel_rules import EWSG_X_MODES
 from ._sampling._context import FitContext, FitSettings
@@ -339,7 +340,7 @@ def chain_spec(estimator, ctx, glm, setup, sample_weight):
         chain_rows=0 if ctx.population is None else int(ctx.population.chain_rows))
 
 
-class BaseSGMCMC(DaskFitMixin, FitResultsMixin, BaseEstimator):
+class BaseSGMCMC(DaskFitMixin, RowsSpanMixin, FitResultsMixin, BaseEstimator):
     """Base class: parameter handling, the chains, posterior storage.
 
     Subclasses define the model (``_make_glm``), how targets are encoded
@@ -494,7 +495,11 @@ class BaseSGMCMC(DaskFitMixin, FitResultsMixin, BaseEstimator):
 
     def _fit(self, X, y, glm, continuing, sample_weight=None, population=None):
         """The fit after validation: context → set-up (mode, metric, steps)
-        → chains → store."""
+        → chains → store; with fewer rows than coefficients, in the rows'
+        span (:meth:`_fit_in_rows_span`)."""
+        space = self._rows_span_of(X, glm, continuing, population)
+        if space is not None:
+            return self._fit_in_rows_span(space, y, glm, sample_weight)
         t_start = time.perf_counter()       # the progress's final line counts the set-up
         ctx = self._fit_context(X, y, glm, sample_weight)
         if population is not None:

@@ -104,6 +104,8 @@ class FitResultsMixin:
             self.pv_threshold_ = ctx.resolved.pilot_q95
         self._warmup_log = outcome.log
         self._sampling_cost = (outcome.sampling_evals / ctx.n, outcome.sampling_seconds)
+        if hasattr(self, "n_rows_span_"):     # an earlier fit's (a rows' span fit sets it after)
+            del self.n_rows_span_
 
     def _warn_if_unreliable(self):
         """A ``ConvergenceWarning`` naming what to change when the draws fall

@@ -17,13 +17,23 @@ _SAME_LAW_NOT_SAME_DRAWS = (
     "Monte Carlo draws (tested statistically in tests/test_weights.py)")
 
 
+_ONE_IN_THE_ROWS_SPAN = (
+    "the check's 15 weighted rows of 31 coefficients are sampled in their span "
+    "(skbayes_sg._rows_span: fewer than half as many rows as coefficients) and its ~30 "
+    "repeated rows are not: the same posterior in law, not the same Monte Carlo draws "
+    "(tested statistically in tests/test_rows_span.py)")
+
+
 def _expected_failures(estimator):
-    # the logistic and Poisson fits at these settings take exact gradients
-    # (Metropolis-adjusted HMC): the two runs then agree to rounding and the
-    # check passes
-    if not isinstance(estimator, SGMCMCRidge):
+    # the logistic fit at these settings (3 classes: not in the rows' span)
+    # takes exact gradients (Metropolis-adjusted HMC): the two runs then agree
+    # to rounding and the check passes
+    reason = (_SAME_LAW_NOT_SAME_DRAWS if isinstance(estimator, SGMCMCRidge)
+              else _ONE_IN_THE_ROWS_SPAN if isinstance(estimator, SGMCMCPoissonRegressor)
+              else None)
+    if reason is None:
         return {}
-    return {check: _SAME_LAW_NOT_SAME_DRAWS for check in (
+    return {check: reason for check in (
         "check_sample_weight_equivalence_on_dense_data",
         "check_sample_weight_equivalence_on_sparse_data")}
 

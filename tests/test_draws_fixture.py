@@ -69,6 +69,7 @@ import scipy.sparse as sp
 from skbayes_sg import SGMCMCLogisticRegression, SGMCMCPoissonRegressor, SGMCMCRidge
 from skbayes_sg._sampling._registry import SAMPLERS, SUBSAMPLINGS
 from skbayes_sg._sampling._specs import LAZY_SAMPLERS
+from skbayes_sg import _rows_span
 
 FIXTURE = Path(__file__).parent / "data" / "draws_fixture.npz"
 BITWISE = os.environ.get("SKBAYES_SG_BITWISE") == "1"
@@ -78,6 +79,14 @@ SCALED_TOL = 1e-7
 LAST_BITS_DECIDE = {"logistic/psgld/ewsg-cv"}
 #: values pinned per fit at most
 MAX_PINNED = 2000
+
+
+@pytest.fixture(autouse=True)
+def _coefficients_route(monkeypatch):
+    """These pin the engine on the coefficients themselves (its low-rank,
+    dense-pays and lazy paths on wide rows): the rows' span route, which
+    wide fits would take, is off here (it is tested in tests/test_rows_span.py)."""
+    monkeypatch.setattr(_rows_span, "ROWS_SPAN_RATIO", np.inf)
 
 #: a short fit: warm-up adaptation, thinning and two chains all act
 SHORT = dict(n_samples=8, n_warmup=40, thin=2, n_chains=2, random_state=0)
@@ -198,6 +207,7 @@ def _draws(case):
 
 
 def _record():
+    _rows_span.ROWS_SPAN_RATIO = np.inf   # the cases pin the coefficients' route
     FIXTURE.parent.mkdir(exist_ok=True)
     np.savez_compressed(FIXTURE, **{name: _draws(case) for name, case in _cases().items()})
 

@@ -29,9 +29,18 @@ from skbayes_sg._sampling._kernel_rules import on_lazy_grid
 from skbayes_sg._sampling._lazy import (LazyChain, lazy_supported, py_catch_up, py_catch_up_momentum,
                                         py_catch_up_pair, run_segment_lazy)
 from skbayes_sg._sampling._metric import Metric
+from skbayes_sg import _rows_span
 from skbayes_sg._sampling import _estimators
 from skbayes_sg._sampling._specs import DYNAMICS as DYNAMICS_OF_LINEAR_ENGINE
 from skbayes_sg._sampling._specs import ESTIMATORS as SUBSAMPLINGS_OF_LINEAR_ENGINE
+
+
+@pytest.fixture(autouse=True)
+def _coefficients_route(monkeypatch):
+    """These pin the engine on the coefficients themselves (its low-rank,
+    dense-pays and lazy paths on wide rows): the rows' span route, which
+    wide fits would take, is off here (it is tested in tests/test_rows_span.py)."""
+    monkeypatch.setattr(_rows_span, "ROWS_SPAN_RATIO", np.inf)
 
 Z = 4.5
 

@@ -276,6 +276,13 @@ _DOC_ATTRS = """
     sampler_, subsampling_, metric_ : str
         The dynamics, gradient estimator and metric kind used (``"auto"``
         resolved).
+    n_rows_span_ : int
+        Set only where the fit sampled the rows' span (logistic with two
+        classes, Poisson, negative binomial: fewer than half as many rows as
+        coefficients; user guide, "Fewer rows than coefficients"): the
+        dimension ``r`` of that span, in which the chains ran (``metric_``
+        and the steps are theirs); the part of the coefficients orthogonal to
+        the rows is the prior's, drawn exactly.
     metropolis_ : bool
         Whether a Metropolis correction was applied.
     lazy_ : bool
@@ -339,12 +346,17 @@ class EvidenceAlphaMixin:
     _predictor_words = "linear predictor"
     _wide_prior_words = ""
 
+    #: a one-output fit on fewer rows than coefficients samples their span
+    #: (:mod:`.._rows_span`): the likelihood reads the coefficients only
+    #: through the rows, and the prior is isotropic
+    _ROWS_SPAN = True
+
     def _fit_context_hook(self, ctx):
         if isinstance(self.alpha, str):     # and the hint's rows (none: alpha is the data's)
             ctx.alpha = _laplace_evidence_alpha(ctx)
             self._few_rows = None
         else:
-            self._few_rows = _few_rows(ctx)
+            self._few_rows = _few_rows(ctx, getattr(self, "_rows_span_dext", None))
 
     def _model_hint(self):
         """A given alpha on fewer rows than coefficients: the prior shapes
@@ -837,15 +849,17 @@ def _rows_side_pays(ctx):
     return ROWS_SIDE_COST * float(size) ** 3 < passes * ctx.n * row * ctx.glm.n_outputs
 
 
-def _few_rows(ctx):
+def _few_rows(ctx, dext=None):
     """``(rows, coefficients per class, prior sd of a row's logit)``
     (the median row's ``sqrt(|x_ext|^2 / alpha)``, from the context's cached
     :meth:`row_norms_sq`) where rows are fewer than a class's coefficients,
-    else None."""
-    if ctx.n >= ctx.dext:
+    else None.  ``dext``: the coefficients of the data the context's rows
+    span (a fit in the rows' span, whose ``r`` columns keep each row's norm)."""
+    dext = ctx.dext if dext is None else dext
+    if ctx.n >= dext:
         return None
     median = float(np.median(ctx.row_norms_sq()))
-    return ctx.n, ctx.dext, float(np.sqrt(median / ctx.alpha))
+    return ctx.n, dext, float(np.sqrt(median / ctx.alpha))
 
 
 class _DenseEvidence:

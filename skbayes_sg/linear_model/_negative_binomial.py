@@ -93,7 +93,7 @@ class SGMCMCNegativeBinomialRegressor(SGMCMCPoissonRegressor):
         else:
             if self.shape == "auto":
                 _set_shape(ctx)
-            self._few_rows = _few_rows(ctx)
+            self._few_rows = _few_rows(ctx, getattr(self, "_rows_span_dext", None))
         self.shape_ = ctx.glm.param("shape")
 
     def _model_spec(self):
