@@ -40,10 +40,15 @@ RANK_TOL = 1e-10
 EXPAND_CHUNK = 1024
 
 
-def rows_span_pays(n_rows, dext):
-    """Whether ``n_rows`` rows of ``dext`` coefficients are sampled in their
-    span (:data:`ROWS_SPAN_RATIO`, :data:`ROWS_SPAN_BYTES`)."""
-    return dext >= ROWS_SPAN_RATIO * n_rows and 8.0 * dext * n_rows <= ROWS_SPAN_BYTES
+def rows_span_pays(n_rows, dext, nnz):
+    """Whether ``n_rows`` rows of ``dext`` coefficients holding ``nnz``
+    values are sampled in their span: :data:`ROWS_SPAN_RATIO`,
+    :data:`ROWS_SPAN_BYTES`, and rows dense enough (``nnz >= n_rows^2``)
+    that a pass over the ``r <= n`` dense columns costs no more than one over
+    them.  Sparse text rows are not: 2,000 rows of 20,000 words (30 a row)
+    took 193 s in their span against 86 s on the coefficients."""
+    return (dext >= ROWS_SPAN_RATIO * n_rows and 8.0 * dext * n_rows <= ROWS_SPAN_BYTES
+            and nnz >= float(n_rows) * n_rows)
 
 
 class RowsSpan:
@@ -128,7 +133,7 @@ class RowsSpanMixin:
         dext = X.shape[1] + int(bool(self.fit_intercept))
         if not (self._ROWS_SPAN and glm.n_outputs == 1 and population is None
                 and not continuing and not self.warm_start and isinstance(self.init, str)
-                and rows_span_pays(X.shape[0], dext)):
+                and rows_span_pays(X.shape[0], dext, X.nnz if sp.issparse(X) else X.size)):
             return None
         space = RowsSpan(X, bool(self.fit_intercept))
         return space if space.rank else None

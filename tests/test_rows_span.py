@@ -87,8 +87,9 @@ def test_poisson_in_the_rows_span_on_sparse_rows(monkeypatch):
 
 
 def test_the_route_is_taken_only_where_it_holds():
-    """More rows than half the coefficients, several classes, a warm start
-    or a start given as an array: the coefficients' route (no
+    """More rows than half the coefficients, several classes, a warm start,
+    a start given as an array, or sparse rows (a pass over them costs less
+    than one over the span's dense columns): the coefficients' route (no
     ``n_rows_span_``, also after a fit that had one)."""
     X, eta, rng = _rows(2, 60, 100)
     y = (eta > 0).astype(int)
@@ -104,3 +105,6 @@ def test_the_route_is_taken_only_where_it_holds():
                                                 random_state=0).fit(wide, y), "n_rows_span_")
     assert not hasattr(SGMCMCLogisticRegression(n_samples=20, init=np.zeros(201),
                                                 random_state=0).fit(wide, y), "n_rows_span_")
+    text = sp.random(60, 400, density=0.01, format="csr", random_state=0)
+    assert not hasattr(SGMCMCLogisticRegression(n_samples=20, random_state=0).fit(
+        text, y), "n_rows_span_")
