@@ -177,11 +177,7 @@ class RowsSpanMixin:
             if hasattr(self, name):
                 delattr(self, name)
         ess, self.rhat_, self._ess_tail = bulk_ess_and_rhat(theta, tail=True)
-        stuck = _schedule.stuck_chains(self.n_distinct_draws_, self.n_samples_)
-        if stuck.any():
-            ess = np.minimum(ess, float(np.where(stuck, self.n_distinct_draws_,
-                                                  self.n_samples_).sum()))
-        self.ess_ = ess
+        self.ess_ = _schedule.capped_at_distinct(ess, self.n_distinct_draws_, self.n_samples_)
         n = space.Z.shape[0]
         self.n_grad_evals_ += int(round(space.passes * n))
         self.n_passes_ = self.n_grad_evals_ / n

@@ -181,11 +181,16 @@ def sampling_diagnostics(draws, n_jobs=None, out=None):
     else:
         ess, rhat = bulk_ess_and_rhat(draws, n_jobs)
     distinct = distinct_states(draws)
-    n = draws.shape[1]
-    stuck = stuck_chains(distinct, n)
+    return capped_at_distinct(ess, distinct, draws.shape[1]), rhat, distinct
+
+
+def capped_at_distinct(ess, distinct, n_draws):
+    """``ess`` capped where chains stayed put (:func:`stuck_chains`): at most
+    the other chains' ``n_draws`` plus the stuck ones' ``distinct`` states."""
+    stuck = stuck_chains(distinct, n_draws)
     if stuck.any():
-        ess = np.minimum(ess, float(np.where(stuck, distinct, n).sum()))
-    return ess, rhat, distinct
+        ess = np.minimum(ess, float(np.where(stuck, distinct, n_draws).sum()))
+    return ess
 
 
 def stuck_chains(distinct, n_draws):
